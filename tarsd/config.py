@@ -1,0 +1,133 @@
+"""One typed config object: defaults, then a TOML file, then TARS_* environment overrides.
+
+Every setting has a documented default so tars runs with no config file at all.
+Environment variables are named ``TARS_<SECTION>_<KEY>`` (``TARS_EMBEDDER_MODEL_DIR``);
+a few common ones also have short aliases (``TARS_VAULT``, ``TARS_DB``, ``TARS_MODEL_DIR``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import platformdirs
+
+APP_NAME = "tars"
+
+SHORT_ENV_ALIASES = {
+    "TARS_VAULT": ("vault", "path"),
+    "TARS_DB": ("index", "db_path"),
+    "TARS_MODEL_DIR": ("embedder", "model_dir"),
+    "TARS_EMBEDDER": ("embedder", "kind"),
+    "TARS_OLLAMA_HOST": ("embedder", "ollama_host"),
+}
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says which setting and why."""
+
+
+class VaultConfig(msgspec.Struct, forbid_unknown_fields=True):
+    path: str = ""
+    # Memory type comes from the path: an exact file name or a folder prefix ending in "/".
+    semantic: list[str] = msgspec.field(default_factory=lambda: ["Memory.md"])
+    procedural: list[str] = msgspec.field(default_factory=lambda: ["Procedural.md", "procedural/"])
+    episodic: list[str] = msgspec.field(default_factory=lambda: ["sessions/"])
+    # Larger files are recorded as skipped instead of indexed.
+    max_file_mb: float = 10.0
+
+
+class IndexConfig(msgspec.Struct, forbid_unknown_fields=True):
+    # Empty means the platform data directory, one database per vault.
+    db_path: str = ""
+    # Fraction of a chunk repeated at the start of the next one.
+    overlap: float = 0.10
+    # Chunk size target in tokens; 0 means "as large as the embedder accepts".
+    chunk_tokens: int = 0
+
+
+class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
+    kind: Literal["local", "ollama", "none"] = "local"
+    # local: a fastembed model name; ollama: an Ollama model tag.
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    # local: a directory holding model.onnx + tokenizer files (skips the download).
+    model_dir: str = ""
+    ollama_host: str = "http://127.0.0.1:11434"
+    # Token limit for models whose tokenizer tars cannot read (Ollama).
+    max_tokens: int = 0
+    # Texts per model call. Measured on a 2-core x86 box with the int8 MiniLM, batch 1 was fastest
+    # (padding costs more than per-call overhead saves); bench/index_cost.py prints the figures.
+    batch_size: int = 1
+    threads: int = 0
+    # Seconds between attempts to reach an unavailable embedder.
+    retry_seconds: float = 30.0
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True):
+    vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
+    index: IndexConfig = msgspec.field(default_factory=IndexConfig)
+    embedder: EmbedderConfig = msgspec.field(default_factory=EmbedderConfig)
+
+    @property
+    def vault_path(self) -> Path:
+        if not self.vault.path:
+            raise ConfigError("no vault configured: pass --vault PATH, set TARS_VAULT, or set [vault] path in the config file")
+        return Path(self.vault.path).expanduser().resolve()
+
+    @property
+    def db_path(self) -> Path:
+        if self.index.db_path:
+            return Path(self.index.db_path).expanduser().resolve()
+        return default_db_path(self.vault_path)
+
+
+def default_config_file() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def default_db_path(vault: Path) -> Path:
+    """One database per vault, named after the vault and a hash of its full path."""
+    digest = hashlib.sha256(str(vault).encode()).hexdigest()[:12]
+    return Path(platformdirs.user_data_dir(APP_NAME)) / f"{vault.name or 'vault'}-{digest}.sqlite3"
+
+
+def load_config(path: Path | None = None, env: dict[str, str] | None = None, **overrides: object) -> Config:
+    """Build the config from defaults, the TOML file, the environment, then explicit overrides.
+
+    ``overrides`` use ``section_key`` names, e.g. ``vault_path="/x"``; None values are ignored.
+    """
+    env = os.environ if env is None else env
+    data: dict[str, dict[str, object]] = {}
+    explicit = path is not None or "TARS_CONFIG" in env
+    file = Path(path or env.get("TARS_CONFIG") or default_config_file()).expanduser()
+    if file.exists():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc}") from exc
+    elif explicit:
+        raise ConfigError(f"config file {file} does not exist")
+
+    for section, struct in (("vault", VaultConfig), ("index", IndexConfig), ("embedder", EmbedderConfig)):
+        for field in struct.__struct_fields__:
+            value = env.get(f"TARS_{section}_{field}".upper())
+            if value is not None:
+                data.setdefault(section, {})[field] = value
+    for name, (section, field) in SHORT_ENV_ALIASES.items():
+        if name in env:
+            data.setdefault(section, {})[field] = env[name]
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        section, _, field = key.partition("_")
+        data.setdefault(section, {})[field] = str(value) if isinstance(value, Path) else value
+
+    try:
+        # strict=False lets environment strings become numbers and booleans.
+        return msgspec.convert(data, Config, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid configuration ({file} and TARS_* variables): {exc}") from exc
