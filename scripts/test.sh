@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs tars with its test extras into ./.venv and runs the whole test suite.
+# The tests use the real embedding model: ../shared/models/all-MiniLM-L6-v2-int8 by default,
+# or wherever TARS_MODEL_DIR points.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[test]"
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,72 @@
+"""Shared fixtures: real SQLite + sqlite-vec, the real embedding model, temp vaults."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tarsd.config import load_config
+from tarsd.embed import WordPieceCounter
+from tarsd.engine import Engine
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TARS_SHARED", REPO.parent / "shared"))
+MODEL_DIR = Path(os.environ.get("TARS_MODEL_DIR", SHARED / "models" / "all-MiniLM-L6-v2-int8"))
+DENDRON = SHARED / "data" / "vaults" / "dendron-site"
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    if not (MODEL_DIR / "model.onnx").is_file():
+        pytest.fail(f"the embedding model is missing at {MODEL_DIR}: put ../shared beside the repo or set TARS_MODEL_DIR")
+    return MODEL_DIR
+
+
+@pytest.fixture(scope="session")
+def wordpiece(model_dir: Path) -> WordPieceCounter:
+    return WordPieceCounter(model_dir / "tokenizer.json", "all-MiniLM-L6-v2")
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    path = tmp_path / "vault"
+    path.mkdir()
+    return path
+
+
+def write(vault: Path, rel: str, text: str) -> Path:
+    """Write a note (dedented), creating folders; returns its path."""
+    path = vault / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def make_engine(tmp_path: Path, vault: Path, model_dir: Path):
+    """Build an Engine on the temp vault; every engine made is closed at teardown."""
+    engines: list[Engine] = []
+
+    def factory(kind: str = "local", **overrides) -> Engine:
+        settings = {"vault_path": vault, "index_db_path": tmp_path / "index" / "tars.sqlite3", "embedder_kind": kind, "embedder_model_dir": model_dir}
+        settings.update(overrides)
+        config_file = tmp_path / "config.toml"
+        config_file.touch()  # never the user's own config
+        engine = Engine(load_config(path=config_file, env={}, **settings))
+        engines.append(engine)
+        return engine
+
+    yield factory
+    for engine in engines:
+        engine.close()
+
+
+@pytest.fixture
+def fake_ollama():
+    from fake_ollama import FakeOllama
+
+    with FakeOllama() as server:
+        yield server
