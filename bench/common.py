@@ -137,11 +137,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def current_rss_mb() -> float:
-    """Current resident set size (VmRSS) in MiB."""
+def proc_status_mb(key: str = "VmRSS") -> float:
+    """A memory figure of /proc/self/status in MiB: VmRSS (current) or VmHWM (peak since exec;
+    unlike ru_maxrss, which a child started by subprocess inherits from its parent's fork)."""
     with open("/proc/self/status", encoding="ascii") as handle:
         for line in handle:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) / 1024
     return math.nan
 
@@ -150,7 +151,7 @@ def met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
-_NUMERIC = re.compile(r"^[-+]?[\d.,]+(\s*\S+)?$")
+_NUMERIC = re.compile(r"^[-+]?\.?\d")  # a cell starting with a number
 
 
 def print_table(headers: list[str], rows: list[list[object]], title: str = "") -> None:

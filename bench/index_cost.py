@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import Progress, build_vault, log, met, open_engine, peak_rss_mb, print_table
+from common import Progress, build_vault, log, met, open_engine, peak_rss_mb, print_table, proc_status_mb
 
 BATCH_SIZES = (1, 4, 16)
 NOOP_RUNS = 5
@@ -51,7 +51,7 @@ def model_child(vault: Path, db: Path, sample_size: int) -> None:
         sys.exit(f"the local model is unavailable: {engine.embedder.error}")
     progress = Progress("model index")
     report = engine.indexer.sync(progress=progress)
-    peak = peak_rss_mb()
+    peak, hwm = peak_rss_mb(), proc_status_mb("VmHWM")
     if report.embedder_error or report.pending_vectors:
         sys.exit(f"indexing with the model left {report.pending_vectors} chunks pending: {report.embedder_error}")
 
@@ -68,7 +68,7 @@ def model_child(vault: Path, db: Path, sample_size: int) -> None:
     scan = progress.finished.get("scan", 0.0)
     print(json.dumps({
         "notes": report.indexed, "chunks": report.chunks, "embedded": report.vectors_embedded, "seconds": report.seconds,
-        "embed_seconds": report.seconds - scan, "load_seconds": load_seconds, "peak_rss_mb": peak,
+        "embed_seconds": report.seconds - scan, "load_seconds": load_seconds, "peak_rss_mb": peak, "vm_hwm_mb": hwm,
         "sample": len(sample), "configured_batch": configured, "rates": rates,
     }))
 
@@ -110,7 +110,8 @@ def main() -> None:
         finally:
             engine.close()
 
-        log(f"(d) cold index with the model of {model_notes:,} notes in a child process")
+        # The child's ru_maxrss starts from this process's RSS at the fork: keep this one small.
+        log(f"(d) cold index with the model of {model_notes:,} notes in a child process (parent RSS {proc_status_mb():.0f} MB)")
         child = subprocess.run(
             [sys.executable, __file__, "--model-child", str(model_vault), str(Path(tmp) / "model.sqlite3"), "--sample", str(args.sample)],
             stdout=subprocess.PIPE, text=True, check=True,
@@ -131,7 +132,8 @@ def main() -> None:
         ["(d) embedding phase only", f"{model['embedded'] / model['embed_seconds']:,.1f} chunks/s", "", ""],
         [f"(d) bare model, batch {model['configured_batch']}", f"{bare:,.1f} chunks/s", "", ""],
         ["(d) pipeline / bare model", f"{ratio:.2f}", ">= 0.90", met(ratio >= 0.9)],
-        ["(e) peak RSS, model cold index", f"{model['peak_rss_mb']:,.0f} MB", "<= 500 MB", met(model["peak_rss_mb"] <= 500)],
+        ["(e) peak RSS, model cold index", f"{model['peak_rss_mb']:,.0f} MB (VmHWM {model['vm_hwm_mb']:,.0f})", "<= 500 MB",
+         met(model["peak_rss_mb"] <= 500)],
     ], f"Index cost: {notes:,}-note vault ({cold.chunks:,} keyword chunks); (d) and (e) on {which} of it: "
        f"{model['notes']:,} notes, {model['embedded']:,} chunks embedded in {model['seconds']:,.1f} s (model load {model['load_seconds']:.1f} s, not counted)")
     print_table(["batch size", "chunks/s", "vs batch 1"],

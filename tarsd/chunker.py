@@ -229,7 +229,11 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
 
     expanded: list[_Unit] = []
     for unit in units:
-        expanded.extend(_split_long_unit(unit, int(limit * (1 - MAX_CONTEXT_FRACTION)), counter) if unit.tokens > limit * (1 - MAX_CONTEXT_FRACTION) else [unit])
+        expanded.extend(
+            _split_long_unit(unit, int(limit * (1 - MAX_CONTEXT_FRACTION)), counter)
+            if unit.tokens > limit * (1 - MAX_CONTEXT_FRACTION)
+            else [unit]
+        )
     units = expanded
 
     start = 0
@@ -309,4 +313,7 @@ class HeuristicCounter:
     _TOKEN = re.compile(r"\w+|[^\w\s]")
 
     def count(self, texts: list[str]) -> list[int]:
-        return [sum(math.ceil(len(t) / 3) if len(t) > 6 and (t[0].isalnum() or t[0] == "_") else 1 for t in self._TOKEN.findall(text)) for text in texts]
+        return [
+            sum(math.ceil(len(t) / 3) if len(t) > 6 and (t[0].isalnum() or t[0] == "_") else 1 for t in self._TOKEN.findall(text))
+            for text in texts
+        ]

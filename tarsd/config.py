@@ -24,6 +24,7 @@ SHORT_ENV_ALIASES = {
     "TARS_MODEL_DIR": ("embedder", "model_dir"),
     "TARS_EMBEDDER": ("embedder", "kind"),
     "TARS_OLLAMA_HOST": ("embedder", "ollama_host"),
+    "TARS_SOCKET": ("daemon", "socket"),
 }
 
 
@@ -67,16 +68,35 @@ class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
     retry_seconds: float = 30.0
 
 
+class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
+    # Empty means $XDG_RUNTIME_DIR/tars/tarsd.sock (Linux) or /tmp/tars-UID/tarsd.sock.
+    socket: str = ""
+    # Quiet time after the last change to a file before it is re-indexed.
+    debounce_ms: int = 200
+    # Full reconcile scan against the real tree (watch events are only hints).
+    reconcile_minutes: float = 10.0
+    # Seconds between checks that the file watcher is still alive.
+    watcher_check_seconds: float = 30.0
+    log_level: str = "info"
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
     embedder: EmbedderConfig = msgspec.field(default_factory=EmbedderConfig)
+    daemon: DaemonConfig = msgspec.field(default_factory=DaemonConfig)
 
     @property
     def vault_path(self) -> Path:
         if not self.vault.path:
             raise ConfigError("no vault configured: pass --vault PATH, set TARS_VAULT, or set [vault] path in the config file")
         return Path(self.vault.path).expanduser().resolve()
+
+    @property
+    def socket_path(self) -> Path:
+        from tarsctl.protocol import default_socket_path
+
+        return Path(self.daemon.socket).expanduser() if self.daemon.socket else default_socket_path()
 
     @property
     def db_path(self) -> Path:
@@ -112,7 +132,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
     elif explicit:
         raise ConfigError(f"config file {file} does not exist")
 
-    for section, struct in (("vault", VaultConfig), ("index", IndexConfig), ("embedder", EmbedderConfig)):
+    for section, struct in (("vault", VaultConfig), ("index", IndexConfig), ("embedder", EmbedderConfig), ("daemon", DaemonConfig)):
         for field in struct.__struct_fields__:
             value = env.get(f"TARS_{section}_{field}".upper())
             if value is not None:

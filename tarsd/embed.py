@@ -108,7 +108,14 @@ class Embedder:
         raise EmbedderUnavailable("no embedder is configured ([embedder] kind = 'none'): keyword search only")
 
     def describe(self) -> dict[str, object]:
-        return {"kind": self.kind, "model": self.config.model, "available": self._ready, "fingerprint": self.fingerprint, "dims": self.dims, "error": self.error}
+        return {
+            "kind": self.kind,
+            "model": self.config.model,
+            "available": self._ready,
+            "fingerprint": self.fingerprint,
+            "dims": self.dims,
+            "error": self.error,
+        }
 
 
 class NoEmbedder(Embedder):
@@ -164,7 +171,9 @@ class LocalEmbedder(Embedder):
                 ) from exc
             found = sorted(cache.rglob("tokenizer.json"), key=lambda p: "minilm" not in str(p).lower())
             if not found:
-                raise EmbedderUnavailable(f"the model {name} in {cache} has no tokenizer.json; delete {cache} and restart to download it again")
+                raise EmbedderUnavailable(
+                    f"the model {name} in {cache} has no tokenizer.json; delete {cache} and restart to download it again"
+                )
             model_dir = found[0].parent
         self._counter = WordPieceCounter(model_dir / "tokenizer.json", name)
         self._budget = self._max_sequence(model_dir, name) - SPECIAL_TOKENS
@@ -256,7 +265,9 @@ class OllamaEmbedder(Embedder):
                 raise EmbedderUnavailable(f"Ollama at {host} does not have the model {model}: run `ollama pull {model}`") from exc
             raise EmbedderUnavailable(f"Ollama at {host} refused to embed with {model}: {exc.error}") from exc
         except (httpx.HTTPError, ConnectionError, OSError) as exc:
-            raise EmbedderUnavailable(f"cannot reach Ollama at {host} ({exc}); start it with `ollama serve` or set [embedder] ollama_host") from exc
+            raise EmbedderUnavailable(
+                f"cannot reach Ollama at {host} ({exc}); start it with `ollama serve` or set [embedder] ollama_host"
+            ) from exc
         embeddings = list(response.embeddings or [])
         if len(embeddings) != len(texts):
             raise EmbedderUnavailable(f"Ollama returned {len(embeddings)} embeddings for {len(texts)} inputs")

@@ -10,10 +10,11 @@ transaction, so a slow model never blocks readers or the next file.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from .chunker import chunk_note
 from .config import Config
@@ -24,8 +25,9 @@ from .vault import DiskFile, is_conflict_copy, memory_type, read_note, stat_note
 log = logging.getLogger(__name__)
 
 CHUNKER_VERSION = 1
-# Pending chunks read per embedding round; the model sees them in config.batch_size batches.
-EMBED_ROUND = 256
+# Pending chunks per embedding round (the model sees them in config.batch_size batches).
+# Small rounds let the daemon slip a freshly saved note in between (under a second each here).
+EMBED_ROUND = 8
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -54,6 +56,8 @@ class Indexer:
         self.store = store
         self.embedder = embedder
         self.max_bytes = int(config.vault.max_file_mb * 1_000_000)
+        # Set to stop a sync between two files (each file's transaction always completes).
+        self.stop = threading.Event()
 
     # ---- the embedder's state decides chunk sizes and the vector space ----
 
@@ -76,7 +80,9 @@ class Indexer:
 
     # ---- sync ----
 
-    def sync(self, paths: list[str] | None = None, *, full: bool = False, embed: bool = True, progress: Progress | None = None) -> SyncReport:
+    def sync(
+        self, paths: list[str] | None = None, *, full: bool = False, embed: bool = True, progress: Progress | None = None
+    ) -> SyncReport:
         """Bring the index in line with the vault (or with just ``paths``, relative to it).
         ``full`` re-reads and re-chunks every file, still re-using cached vectors."""
         started = time.perf_counter()
@@ -98,13 +104,17 @@ class Indexer:
 
         report.scanned = len(todo)
         for done, disk_file in enumerate(todo, 1):
+            if self.stop.is_set():
+                break
             self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, full, report)
             if progress and (done % 200 == 0 or done == len(todo)):
                 progress("scan", done, len(todo))
         for path in gone:
+            if self.stop.is_set():
+                break
             if self.store.delete_file(path):
                 report.deleted += 1
-        if paths is None:
+        if paths is None and not self.stop.is_set():
             self.store.prune_cache()
 
         if embed and self.embedder.enabled:
@@ -115,12 +125,19 @@ class Indexer:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _sync_file(self, disk: DiskFile, state: FileState | None, chunking, fingerprint: str | None, full: bool, report: SyncReport) -> None:
+    def _sync_file(
+        self, disk: DiskFile, state: FileState | None, chunking, fingerprint: str | None, full: bool, report: SyncReport
+    ) -> None:
         counter, budget, chunker_fp = chunking
         path = disk.path
         kind = memory_type(path, self.config.vault)
         fresh_chunking = state is not None and state.chunker == chunker_fp
-        if not full and state is not None and (state.mtime_ns, state.size) == (disk.mtime_ns, disk.size) and (fresh_chunking or state.skipped):
+        if (
+            not full
+            and state is not None
+            and (state.mtime_ns, state.size) == (disk.mtime_ns, disk.size)
+            and (fresh_chunking or state.skipped)
+        ):
             report.unchanged += 1
             return
         note = read_note(self.root, path, self.max_bytes)
@@ -167,17 +184,20 @@ class Indexer:
         if note.problem:
             report.problems[path] = note.problem
 
-    def embed_pending(self, report: SyncReport | None = None, progress: Progress | None = None) -> int:
-        """Embed every chunk that has no vector yet. Stops (keeping them pending) if the
-        embedder fails; the next sync tries again."""
+    def embed_pending(self, report: SyncReport | None = None, progress: Progress | None = None, rounds: int | None = None) -> int:
+        """Embed chunks that have no vector yet: all of them, or ``rounds`` batches of
+        EMBED_ROUND. Stops (keeping the rest pending) if the embedder fails; the next sync
+        tries again."""
         report = report if report is not None else SyncReport()
         if not self._prepare_embedder():
             report.embedder_error = self.embedder.error
             return 0
         fingerprint = self.embedder.fingerprint
-        total = self.store.counts()["pending_vectors"]
+        total = self.store.counts()["pending_vectors"] if progress else 0
         done = 0
-        for batch in self.store.pending_batches(EMBED_ROUND):
+        for round_number, batch in enumerate(self.store.pending_batches(EMBED_ROUND)):
+            if self.stop.is_set() or (rounds is not None and round_number >= rounds):
+                break
             try:
                 vectors = self.embedder.embed([text for _, text in batch])
             except EmbedderUnavailable as exc:
@@ -191,7 +211,7 @@ class Indexer:
             if len(vectors) != len(batch):
                 report.embedder_error = f"the embedder returned {len(vectors)} vectors for {len(batch)} texts"
                 break
-            attached = self.store.store_vectors(fingerprint, {h: v.tobytes() for (h, _), v in zip(batch, vectors)})
+            attached = self.store.store_vectors(fingerprint, {h: v.tobytes() for (h, _), v in zip(batch, vectors, strict=True)})
             report.vectors_embedded += len(batch)
             done += attached
             if progress:

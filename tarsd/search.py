@@ -159,9 +159,17 @@ class Searcher:
             snippet = " ".join((snippets.get(chunk) or _fallback_snippet(row, terms, marks)).split())
             response.results.append(
                 SearchResult(
-                    path=row.path, title=row.title, heading_path=row.heading_path, start_line=row.start_line,
-                    end_line=row.end_line, snippet=snippet, score=round(score, 4), band=band(score),
-                    memory_type=row.memory_type, text=row.text, chunk_id=row.id,
+                    path=row.path,
+                    title=row.title,
+                    heading_path=row.heading_path,
+                    start_line=row.start_line,
+                    end_line=row.end_line,
+                    snippet=snippet,
+                    score=round(score, 4),
+                    band=band(score),
+                    memory_type=row.memory_type,
+                    text=row.text,
+                    chunk_id=row.id,
                 )
             )
         return response

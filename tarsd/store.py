@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import apsw
 
@@ -133,7 +133,9 @@ class Store:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = apsw.Connection(str(path))
         except (OSError, apsw.Error) as exc:
-            raise StoreError(f"cannot open the index database {path}: {exc}; check the directory is writable or set [index] db_path") from exc
+            raise StoreError(
+                f"cannot open the index database {path}: {exc}; check the directory is writable or set [index] db_path"
+            ) from exc
         self.vec_version = load_vec_extension(self.conn)
         self.lock = threading.RLock()
         self.conn.set_busy_timeout(10_000)
@@ -241,8 +243,20 @@ class Store:
                      chunker = excluded.chunker, tags = excluded.tags, aliases = excluded.aliases,
                      conflict = excluded.conflict, skipped = excluded.skipped, problem = excluded.problem""",
                 (
-                    self.collection_id, meta.path, meta.title, meta.memory_type, meta.content_hash, meta.mtime_ns, meta.size,
-                    indexed_at, meta.chunker, " ".join(meta.tags), " ".join(meta.aliases), int(meta.conflict), 0, meta.problem,
+                    self.collection_id,
+                    meta.path,
+                    meta.title,
+                    meta.memory_type,
+                    meta.content_hash,
+                    meta.mtime_ns,
+                    meta.size,
+                    indexed_at,
+                    meta.chunker,
+                    " ".join(meta.tags),
+                    " ".join(meta.aliases),
+                    int(meta.conflict),
+                    0,
+                    meta.problem,
                 ),
             )
             file_id = self.conn.execute(
@@ -255,8 +269,17 @@ class Store:
                 self.conn.execute(
                     """INSERT INTO chunks(file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_text, embedded)
                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    (file_id, chunk.seq, chunk.content_hash, chunk.start_line, chunk.end_line, chunk.heading_path, chunk.text,
-                     chunk.embed_text, int(vector is not None)),
+                    (
+                        file_id,
+                        chunk.seq,
+                        chunk.content_hash,
+                        chunk.start_line,
+                        chunk.end_line,
+                        chunk.heading_path,
+                        chunk.text,
+                        chunk.embed_text,
+                        int(vector is not None),
+                    ),
                 )
                 chunk_id = self.conn.last_insert_rowid()
                 self.conn.execute(
@@ -313,13 +336,14 @@ class Store:
 
     def pending_batches(self, batch_size: int) -> Iterator[list[tuple[str, str]]]:
         """Distinct (content_hash, embed_text) of chunks without a vector, a batch at a time,
-        walking chunk ids forward so each pending row is read once per pass."""
-        last_id, seen = 0, set()
+        newest chunks first (what was just saved is what the user is about to search for).
+        The cursor walks ids downwards, so each pending row is read once per pass."""
+        last_id, seen = None, set()
         while True:
             with self.lock:
                 rows = self.conn.execute(
-                    "SELECT id, content_hash, embed_text FROM chunks WHERE embedded = 0 AND id > ? ORDER BY id LIMIT ?",
-                    (last_id, batch_size),
+                    "SELECT id, content_hash, embed_text FROM chunks WHERE embedded = 0 AND id < ? ORDER BY id DESC LIMIT ?",
+                    (last_id if last_id is not None else 1 << 62, batch_size),
                 ).fetchall()
             if not rows:
                 return
@@ -331,6 +355,10 @@ class Store:
                     batch.append((content_hash, text))
             if batch:
                 yield batch
+
+    def has_pending_vectors(self) -> bool:
+        with self.lock:
+            return bool(self.conn.execute("SELECT 1 FROM chunks WHERE embedded = 0 LIMIT 1").fetchall())
 
     def prune_cache(self) -> int:
         """Forget cached vectors no chunk uses any more (old edits of notes)."""
@@ -459,4 +487,7 @@ class Store:
     def problems(self) -> list[tuple[str, bool, str]]:
         """(path, skipped, problem) for files that were skipped or repaired."""
         with self.lock:
-            return [(r[0], bool(r[1]), r[2]) for r in self.conn.execute("SELECT path, skipped, problem FROM files WHERE problem IS NOT NULL ORDER BY path")]
+            return [
+                (r[0], bool(r[1]), r[2])
+                for r in self.conn.execute("SELECT path, skipped, problem FROM files WHERE problem IS NOT NULL ORDER BY path")
+            ]

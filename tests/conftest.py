@@ -51,7 +51,12 @@ def make_engine(tmp_path: Path, vault: Path, model_dir: Path):
     engines: list[Engine] = []
 
     def factory(kind: str = "local", **overrides) -> Engine:
-        settings = {"vault_path": vault, "index_db_path": tmp_path / "index" / "tars.sqlite3", "embedder_kind": kind, "embedder_model_dir": model_dir}
+        settings = {
+            "vault_path": vault,
+            "index_db_path": tmp_path / "index" / "tars.sqlite3",
+            "embedder_kind": kind,
+            "embedder_model_dir": model_dir,
+        }
         settings.update(overrides)
         config_file = tmp_path / "config.toml"
         config_file.touch()  # never the user's own config
@@ -70,3 +75,22 @@ def fake_ollama():
 
     with FakeOllama() as server:
         yield server
+
+
+@pytest.fixture
+def start_daemon(tmp_path: Path, vault: Path, model_dir: Path):
+    """Start real tarsd subprocesses on the temp vault; all are killed at teardown."""
+    from daemon_harness import TarsDaemon
+
+    started: list[TarsDaemon] = []
+
+    def factory(embedder: str = "none", wait: bool = True, **extra_env: str) -> TarsDaemon:
+        state = tmp_path / "state"
+        state.mkdir(exist_ok=True)
+        daemon = TarsDaemon(vault, state, model_dir, embedder, extra_env)
+        started.append(daemon)
+        return daemon.start(wait=wait)
+
+    yield factory
+    for daemon in started:
+        daemon.cleanup()

@@ -63,7 +63,7 @@ class FakeOllama:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FakeOllama":
+    def __enter__(self) -> FakeOllama:
         self._thread.start()
         return self
 

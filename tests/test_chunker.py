@@ -104,7 +104,7 @@ def test_overlap_repeats_the_end_of_the_previous_chunk(wordpiece):
     lines = [f"- item {i} " + paragraph(8, "word") for i in range(60)]
     note = chunk_note("\n".join(lines), wordpiece, budget=100, overlap=0.2)
     assert len(note.chunks) > 2
-    for first, second in zip(note.chunks, note.chunks[1:]):
+    for first, second in zip(note.chunks, note.chunks[1:], strict=False):
         assert second.start_line <= first.end_line  # shared lines
         assert second.start_line > first.start_line  # but always progress
 
@@ -150,5 +150,5 @@ def test_empty_and_blank_notes_have_no_chunks(wordpiece):
 
 def test_heuristic_counter_errs_high_on_typical_notes(wordpiece):
     texts = [p.read_text(encoding="utf-8") for p in sorted(DENDRON.glob("*.md"))[:200]]
-    ratios = sorted(e / r for e, r in zip(HeuristicCounter().count(texts), wordpiece.count(texts)) if r > 20)
+    ratios = sorted(e / r for e, r in zip(HeuristicCounter().count(texts), wordpiece.count(texts), strict=True) if r > 20)
     assert ratios[len(ratios) // 2] > 1.1

@@ -121,8 +121,16 @@ def test_embedder_change_reembeds_and_never_mixes_vector_spaces(make_engine, vau
 def test_ignored_files_are_not_indexed(make_engine, vault):
     engine = make_engine(kind="none")
     for rel in [
-        ".obsidian/workspace.md", ".trash/old.md", ".git/notes.md", ".stversions/a.md", "sub/.hidden/b.md",
-        ".syncthing.note.md.tmp", "~syncthing~note.md.tmp", ".note.md.icloud", "picture.png", "notes.txt",
+        ".obsidian/workspace.md",
+        ".trash/old.md",
+        ".git/notes.md",
+        ".stversions/a.md",
+        "sub/.hidden/b.md",
+        ".syncthing.note.md.tmp",
+        "~syncthing~note.md.tmp",
+        ".note.md.icloud",
+        "picture.png",
+        "notes.txt",
     ]:
         write(vault, rel, "secret tomatoes")
     write(vault, "real.md", "tomatoes")
@@ -181,8 +189,12 @@ def test_memory_type_comes_from_the_path(make_engine, vault):
     engine.indexer.sync()
     kinds = {r.path: r.memory_type for r in engine.searcher.search("tomatoes", mode="fts", limit=20).results}
     assert kinds == {
-        "Memory.md": "semantic", "Procedural.md": "procedural", "procedural/git.md": "procedural",
-        "journal/2024-01-01.md": "episodic", "sessions/x.md": "note", "ideas.md": "note",
+        "Memory.md": "semantic",
+        "Procedural.md": "procedural",
+        "procedural/git.md": "procedural",
+        "journal/2024-01-01.md": "episodic",
+        "sessions/x.md": "note",
+        "ideas.md": "note",
     }
 
 

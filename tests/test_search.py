@@ -12,17 +12,62 @@ NOTES = {
     "Memory.md": "# Core\n\n- Name: Sam\n- Dog: Perry, a beagle who loves the beach\n",
     "Procedural.md": "# Rules\n\n- Answer briefly, without fluff.\n",
     "sessions/2024-05-01-1200-trip.md": "# Trip planning\n\nWe planned a train trip to Lisbon in June.\n",
-    "projects/tars.md": "# tars\n\nThe daemon indexes markdown with SQLite FTS5 and sqlite-vec.\n" + "It watches the vault. " * 60
-    + "\n\n## Search\n\nHybrid search fuses BM25 and vectors with reciprocal rank fusion.\n" + "Scores fall in bands. " * 40 + "\n",
+    "projects/tars.md": "# tars\n\nThe daemon indexes markdown with SQLite FTS5 and sqlite-vec.\n"
+    + "It watches the vault. " * 60
+    + "\n\n## Search\n\nHybrid search fuses BM25 and vectors with reciprocal rank fusion.\n"
+    + "Scores fall in bands. " * 40
+    + "\n",
     "projects/100%_done.md": "# Finished\n\nThe kitchen renovation is complete.\n",
     "recipes/bread.md": "# Sourdough\n\nFeed the starter, then bake the loaf at 250 degrees.\n",
 }
 
 HOSTILE = [
-    '"', '""', '"unbalanced', "a:b", "title:foo", "(", ")", "((a)", "a AND", "AND", "OR OR", "NOT", "NOT NOT x", "*", "**", "a*",
-    "-", "-x", "^", "a^b", "NEAR(a b)", "NEAR/3", "{a b}", "[x]", "a + b", "c++", "C#", ".", "'", "'; DROP TABLE chunks; --",
-    "\\", "\x00", "🙂", "🙂 tomatoes", "東京タワー", "日本語のテキスト", "naïve café", "x" * 5000, " ".join(["word"] * 500), "\n\t",
-    "%", "_", "col:umn:s", "a\"b\"c", "\u202e", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    '"',
+    '""',
+    '"unbalanced',
+    "a:b",
+    "title:foo",
+    "(",
+    ")",
+    "((a)",
+    "a AND",
+    "AND",
+    "OR OR",
+    "NOT",
+    "NOT NOT x",
+    "*",
+    "**",
+    "a*",
+    "-",
+    "-x",
+    "^",
+    "a^b",
+    "NEAR(a b)",
+    "NEAR/3",
+    "{a b}",
+    "[x]",
+    "a + b",
+    "c++",
+    "C#",
+    ".",
+    "'",
+    "'; DROP TABLE chunks; --",
+    "\\",
+    "\x00",
+    "🙂",
+    "🙂 tomatoes",
+    "東京タワー",
+    "日本語のテキスト",
+    "naïve café",
+    "x" * 5000,
+    " ".join(["word"] * 500),
+    "\n\t",
+    "%",
+    "_",
+    "col:umn:s",
+    'a"b"c',
+    "\u202e",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
 ]
 
 
@@ -64,7 +109,9 @@ def test_semantic_match_without_shared_words(indexed):
 
 def test_natural_language_question_matches_without_every_word(indexed):
     # Most words of the question appear nowhere; BM25 over OR-ed terms still finds the loaf.
-    assert indexed.searcher.search("at what temperature should I bake my sourdough bread?", mode="fts").results[0].path == "recipes/bread.md"
+    assert (
+        indexed.searcher.search("at what temperature should I bake my sourdough bread?", mode="fts").results[0].path == "recipes/bread.md"
+    )
 
 
 def test_stemming(indexed):
@@ -74,8 +121,14 @@ def test_stemming(indexed):
 def test_filters(indexed):
     search = indexed.searcher.search
     for mode in ("fts", "vec", "hybrid"):
-        assert {r.memory_type for r in search("dog beach rules trip", mode=mode, memory_types=["semantic", "procedural"]).results} <= {"semantic", "procedural"}
-        assert {r.path for r in search("daemon kitchen", mode=mode, path_prefix="projects/").results} <= {"projects/tars.md", "projects/100%_done.md"}
+        assert {r.memory_type for r in search("dog beach rules trip", mode=mode, memory_types=["semantic", "procedural"]).results} <= {
+            "semantic",
+            "procedural",
+        }
+        assert {r.path for r in search("daemon kitchen", mode=mode, path_prefix="projects/").results} <= {
+            "projects/tars.md",
+            "projects/100%_done.md",
+        }
     # A prefix is literal: % and _ are not wildcards.
     assert [r.path for r in search("kitchen renovation", mode="fts", path_prefix="projects/100%_").results] == ["projects/100%_done.md"]
     assert search("kitchen renovation", mode="fts", path_prefix="projects/1000").results == []

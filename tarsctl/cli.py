@@ -1,0 +1,266 @@
+"""tarsctl: talk to tarsd from the shell, aliases and editor hooks.
+
+Exit codes: 0 success, 1 the daemon answered with an error, 2 usage error,
+3 the daemon is not running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import msgspec
+
+from . import __version__
+from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
+from .protocol import Error, Index, IndexDone, Ping, Progress, Search, SearchResults, Status, Stop
+
+EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
+
+BASH_COMPLETION = """\
+_tarsctl() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
+    local commands="search index status ping stop completion"
+    case "$prev" in
+        --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
+        --type) COMPREPLY=($(compgen -W "semantic procedural episodic note" -- "$cur")); return ;;
+        completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")); return ;;
+        index) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    esac
+    if [[ $COMP_CWORD -eq 1 ]]; then
+        COMPREPLY=($(compgen -W "$commands --help --version --socket" -- "$cur"))
+    elif [[ "$cur" == -* ]]; then
+        case "${COMP_WORDS[1]}" in
+            search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks --json" -- "$cur")) ;;
+            index) COMPREPLY=($(compgen -W "--full --json" -- "$cur")) ;;
+            status|ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
+        esac
+    fi
+}
+complete -o default -F _tarsctl tarsctl
+"""
+
+ZSH_COMPLETION = """\
+#compdef tarsctl
+_tarsctl() {
+    local -a commands
+    commands=(search:'search the vault' index:'index the vault or paths' status:'daemon status'
+              ping:'check the daemon answers' stop:'stop the daemon' completion:'print a completion script')
+    if (( CURRENT == 2 )); then _describe command commands; return; fi
+    case $words[2] in
+        search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
+                  '*--type[memory type]:type:(semantic procedural episodic note)' '--path[path prefix]:prefix' \\
+                  '--all-chunks' '--json' '*:query' ;;
+        index) _arguments '--full' '--json' '*:path:_files' ;;
+        status|ping) _arguments '--json' ;;
+        completion) _arguments '1:shell:(bash zsh)' ;;
+    esac
+}
+compdef _tarsctl tarsctl
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 as well; keep its wording short
+        self.print_usage(sys.stderr)
+        print(f"tarsctl: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tarsctl", description="Search and control the tars daemon.")
+    parser.add_argument("--socket", type=Path, help="tarsd's socket (default: $TARS_SOCKET or the per-user runtime dir)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait for an answer (default: no limit)")
+    parser.add_argument("--version", action="version", version=f"tarsctl {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    search = commands.add_parser("search", help="search the vault")
+    search.add_argument("query", nargs="+")
+    search.add_argument("--mode", choices=("hybrid", "fts", "vec"), default="hybrid")
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--min-score", type=float, default=0.0)
+    search.add_argument("--type", action="append", choices=MEMORY_TYPES, default=[], help="memory type (repeatable)")
+    search.add_argument("--path", default="", help="only notes under this path prefix")
+    search.add_argument("--all-chunks", action="store_true", help="every matching chunk, not only the best per note")
+    search.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    index = commands.add_parser("index", help="index the whole vault, or the given notes")
+    index.add_argument("paths", nargs="*")
+    index.add_argument("--full", action="store_true", help="re-read and re-chunk every file")
+    index.add_argument("--json", action="store_true")
+
+    for name, text in (("status", "show what the daemon is doing"), ("ping", "check that the daemon answers")):
+        commands.add_parser(name, help=text).add_argument("--json", action="store_true")
+    commands.add_parser("stop", help="stop the daemon")
+    completion = commands.add_parser("completion", help="print a shell completion script")
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "completion":
+        sys.stdout.write(BASH_COMPLETION if args.shell == "bash" else ZSH_COMPLETION)
+        return EXIT_OK
+    if args.command == "search" and not 1 <= args.limit <= 1000:
+        print("tarsctl: --limit must be between 1 and 1000", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with Client(args.socket, timeout=args.timeout) as client:
+            return COMMANDS[args.command](client, args)
+    except DaemonNotRunning as exc:
+        print(f"tarsctl: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    except RemoteError as exc:
+        _print_error(exc.error)
+        return EXIT_REMOTE
+    except ProtocolError as exc:
+        print(f"tarsctl: {exc}", file=sys.stderr)
+        return EXIT_REMOTE
+    except TimeoutError:
+        print(f"tarsctl: no answer from tarsd within {args.timeout} s", file=sys.stderr)
+        return EXIT_REMOTE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _print_error(error: Error) -> None:
+    print(f"tarsctl: {error.message}" + (f"\n  hint: {error.hint}" if error.hint else ""), file=sys.stderr)
+
+
+def _emit_json(obj: object) -> None:
+    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+
+
+def _bold(snippet: str, tty: bool) -> str:
+    parts = snippet.split("**")
+    if not tty or len(parts) % 2 == 0:
+        return snippet
+    return "".join(f"\033[1m{part}\033[0m" if i % 2 else part for i, part in enumerate(parts))
+
+
+def _search(client: Client, args) -> int:
+    request = Search(
+        id=client.next_id(),
+        query=" ".join(args.query),
+        mode=args.mode,
+        limit=args.limit,
+        min_score=args.min_score,
+        types=args.type,
+        path=args.path,
+        all_chunks=args.all_chunks,
+    )
+    reply = client.call(request)
+    assert isinstance(reply, SearchResults)
+    for warning in reply.warnings:
+        print(f"tarsctl: warning: {warning}", file=sys.stderr)
+    if args.json:
+        for hit in reply.results:
+            _emit_json(hit)
+        return EXIT_OK
+    tty = sys.stdout.isatty()
+    if not reply.results:
+        print("no results", file=sys.stderr)
+    for hit in reply.results:
+        where = " › ".join(part for part in (hit.title, hit.heading_path) if part)
+        print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]")
+        print(f"    {_bold(hit.snippet, tty)}")
+    return EXIT_OK
+
+
+def _index(client: Client, args) -> int:
+    paths = [os.path.abspath(p) for p in args.paths]
+    show_progress = sys.stderr.isatty() and not args.json
+    final = None
+    for reply in client.stream(Index(id=client.next_id(), paths=paths, full=args.full)):
+        if isinstance(reply, Progress):
+            if show_progress:
+                print(f"\r{reply.phase}: {reply.done}/{reply.total}", end="", file=sys.stderr, flush=True)
+        elif isinstance(reply, Error):
+            if show_progress:
+                print(file=sys.stderr)
+            _print_error(reply)
+            return EXIT_REMOTE
+        else:
+            final = reply
+    if show_progress:
+        print(file=sys.stderr)
+    assert isinstance(final, IndexDone)
+    if args.json:
+        _emit_json(final)
+        return EXIT_OK
+    print(
+        f"{final.scanned} files scanned: {final.indexed} indexed, {final.unchanged} unchanged, "
+        f"{final.deleted} deleted, {final.skipped} skipped ({final.seconds:.2f} s)"
+    )
+    print(
+        f"{final.chunks} chunks written; vectors: {final.vectors_embedded} embedded, "
+        f"{final.vectors_from_cache} from cache, {final.pending_vectors} pending"
+    )
+    if final.embedder_error:
+        print(f"embedder: {final.embedder_error}")
+    for path, problem in sorted(final.problems.items()):
+        print(f"  {path}: {problem}")
+    return EXIT_OK
+
+
+def _status(client: Client, args) -> int:
+    reply = client.call(Status(id=client.next_id()))
+    if args.json:
+        _emit_json(reply)
+        return EXIT_OK
+    counts, embedder, watcher = reply.counts, reply.embedder, reply.watcher
+    state = "available" if embedder.get("available") else f"unavailable: {embedder.get('error')}"
+    lines = [
+        f"vault      {reply.vault}",
+        f"database   {reply.database} ({reply.database_bytes / 1e6:.1f} MB)",
+        f"notes      {counts.get('files', 0)} indexed, {counts.get('skipped', 0)} skipped, {counts.get('conflicts', 0)} sync conflicts",
+        f"chunks     {counts.get('chunks', 0)} ({counts.get('vectors', 0)} with vectors, {counts.get('pending_vectors', 0)} pending)",
+        f"embedder   {embedder.get('kind')} {embedder.get('model')}: {state}",
+        f"queue      {reply.queue_depth} waiting{', indexing now' if reply.indexing else ''}",
+        f"last sync  {_ago(reply.last_sync.get('at'))}" + (f", error: {reply.last_sync['error']}" if reply.last_sync.get("error") else ""),
+        f"watcher    {'alive' if watcher.get('alive') else 'NOT RUNNING'}, "
+        f"{watcher.get('events', 0)} events, {watcher.get('restarts', 0)} restarts",
+        f"uptime     {reply.uptime:.0f} s",
+        "versions   " + ", ".join(f"{k} {v}" for k, v in reply.versions.items()),
+    ]
+    print("\n".join(lines))
+    for warning in reply.warnings:
+        print(f"warning    {warning}")
+    if reply.problems:
+        print("problems")
+        for path, kind, reason in reply.problems:
+            print(f"  {path} ({kind}): {reason}")
+    return EXIT_OK
+
+
+def _ago(timestamp) -> str:
+    if not timestamp:
+        return "never"
+    import time
+
+    return f"{time.time() - float(timestamp):.0f} s ago"
+
+
+def _ping(client: Client, args) -> int:
+    reply = client.call(Ping(id=client.next_id()))
+    if args.json:
+        _emit_json(reply)
+    else:
+        print(f"pong from {reply.server} (up {reply.uptime:.0f} s)")
+    return EXIT_OK
+
+
+def _stop(client: Client, args) -> int:
+    client.call(Stop(id=client.next_id()))
+    print("tarsd is stopping")
+    return EXIT_OK
+
+
+COMMANDS = {"search": _search, "index": _index, "status": _status, "ping": _ping, "stop": _stop}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""A blocking client for the tarsd socket: connect, greet, send one request, read its replies."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from pathlib import Path
+from collections.abc import Iterator
+
+import msgspec
+
+from . import __version__
+from .protocol import (
+    FINAL_REPLIES,
+    HEADER,
+    MAX_REPLY_BYTES,
+    PROTOCOL_VERSION,
+    Error,
+    Hello,
+    Message,
+    Welcome,
+    default_socket_path,
+    frame,
+    server_decoder,
+)
+
+
+class DaemonNotRunning(Exception):
+    def __init__(self, path: Path, reason: str):
+        super().__init__(
+            f"tarsd is not running (no answer on {path}: {reason}); start it with `tarsd --vault PATH` or your service manager"
+        )
+        self.path = path
+
+
+class ProtocolError(Exception):
+    """The daemon sent something this client cannot read."""
+
+
+class RemoteError(Exception):
+    def __init__(self, error: Error):
+        super().__init__(error.message + (f" ({error.hint})" if error.hint else ""))
+        self.error = error
+
+
+class Client:
+    def __init__(self, path: Path | None = None, timeout: float | None = None):
+        self.path = path or default_socket_path()
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+        self._ids = itertools.count(1)
+        self.welcome: Welcome | None = None
+
+    def __enter__(self) -> Client:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def connect(self) -> Welcome:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(str(self.path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            sock.close()
+            raise DaemonNotRunning(self.path, exc.strerror or str(exc)) from exc
+        except OSError as exc:
+            sock.close()
+            raise DaemonNotRunning(self.path, str(exc)) from exc
+        self._sock = sock
+        self._send(Hello(protocol=PROTOCOL_VERSION, client=f"tarsctl/{__version__}", capabilities=["progress"]))
+        reply = self._receive()
+        if isinstance(reply, Error):
+            raise RemoteError(reply)
+        if not isinstance(reply, Welcome):
+            raise ProtocolError(f"expected a welcome from tarsd, got {type(reply).__name__}")
+        self.welcome = reply
+        return reply
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def stream(self, request: Message) -> Iterator[Message]:
+        """Send a request and yield its replies; the last one is final (a result or an Error)."""
+        self._send(request)
+        while True:
+            reply = self._receive()
+            yield reply
+            if isinstance(reply, FINAL_REPLIES):
+                return
+
+    def call(self, request: Message) -> Message:
+        """Send a request and return its final reply, raising RemoteError for an Error."""
+        for reply in self.stream(request):
+            if isinstance(reply, Error):
+                raise RemoteError(reply)
+            last = reply
+        return last
+
+    def _send(self, message: Message) -> None:
+        assert self._sock is not None
+        try:
+            self._sock.sendall(frame(message))
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise DaemonNotRunning(self.path, "the connection closed") from exc
+
+    def _receive(self) -> Message:
+        header = self._read_exactly(HEADER.size)
+        (length,) = HEADER.unpack(header)
+        if length > MAX_REPLY_BYTES:
+            raise ProtocolError(f"tarsd announced a {length}-byte reply, over the {MAX_REPLY_BYTES}-byte limit")
+        try:
+            return server_decoder.decode(self._read_exactly(length))
+        except msgspec.DecodeError as exc:
+            raise ProtocolError(f"unreadable reply from tarsd: {exc}; is tarsctl the same version as tarsd?") from exc
+
+    def _read_exactly(self, size: int) -> bytes:
+        assert self._sock is not None
+        chunks, remaining = [], size
+        while remaining:
+            try:
+                chunk = self._sock.recv(min(remaining, 1 << 20))
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                raise DaemonNotRunning(self.path, "tarsd closed the connection (did it stop?)")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)

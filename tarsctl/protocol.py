@@ -1,0 +1,185 @@
+"""The tarsd wire protocol: every message type, framing and the socket location.
+
+Frames are a 4-byte big-endian body length followed by a msgpack body. Every body is a map
+with a ``type`` tag naming one of the structs below. Rules that keep old clients working:
+new fields always get defaults, tags are never renamed or reused, and a ``Hello`` exchange
+(protocol version and capabilities, both ways) opens every connection.
+
+This module imports only msgspec and the standard library: tarsctl must start fast.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+# Requests are small; replies carry search results with their text.
+MAX_REQUEST_BYTES = 1 << 20
+MAX_REPLY_BYTES = 64 << 20
+HEADER = struct.Struct(">I")
+SUN_PATH_MAX = 104 if sys.platform == "darwin" else 108
+
+
+class Message(msgspec.Struct, tag_field="type", forbid_unknown_fields=False, omit_defaults=True):
+    pass
+
+
+# ---- opening handshake ----
+
+
+class Hello(Message, tag="hello"):
+    protocol: int = PROTOCOL_VERSION
+    client: str = ""
+    capabilities: list[str] = []
+
+
+class Welcome(Message, tag="welcome"):
+    protocol: int = PROTOCOL_VERSION
+    server: str = ""
+    capabilities: list[str] = []
+
+
+# ---- requests: each carries an id that its replies repeat ----
+
+
+class Ping(Message, tag="ping"):
+    id: int = 0
+
+
+class Search(Message, tag="search"):
+    id: int = 0
+    query: str = ""
+    mode: str = "hybrid"  # fts | vec | hybrid
+    limit: int = 10
+    min_score: float = 0.0
+    types: list[str] = []  # memory types: semantic, procedural, episodic, note
+    path: str = ""  # path prefix inside the vault
+    all_chunks: bool = False  # every matching chunk instead of the best one per file
+
+
+class Index(Message, tag="index"):
+    id: int = 0
+    paths: list[str] = []  # relative to the vault; empty means the whole vault
+    full: bool = False  # re-read and re-chunk every file (cached vectors are still used)
+
+
+class Status(Message, tag="status"):
+    id: int = 0
+
+
+class Stop(Message, tag="stop"):
+    id: int = 0
+
+
+# ---- replies and stream events ----
+
+
+class Pong(Message, tag="pong"):
+    id: int = 0
+    server: str = ""
+    uptime: float = 0.0
+
+
+class Hit(msgspec.Struct, omit_defaults=True):
+    path: str
+    title: str
+    heading_path: str
+    start_line: int
+    end_line: int
+    snippet: str
+    score: float
+    band: str
+    memory_type: str
+    text: str = ""
+
+
+class SearchResults(Message, tag="search_results"):
+    id: int = 0
+    mode: str = ""
+    results: list[Hit] = []
+    warnings: list[str] = []
+    elapsed_ms: float = 0.0
+
+
+class Progress(Message, tag="progress"):
+    """A stream event: zero or more precede the final reply of a long request."""
+
+    id: int = 0
+    phase: str = ""  # scan | embed
+    done: int = 0
+    total: int = 0
+
+
+class IndexDone(Message, tag="index_done"):
+    id: int = 0
+    scanned: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    vectors_embedded: int = 0
+    vectors_from_cache: int = 0
+    pending_vectors: int = 0
+    seconds: float = 0.0
+    embedder_error: str = ""
+    problems: dict[str, str] = {}
+
+
+class StatusReply(Message, tag="status_reply"):
+    id: int = 0
+    vault: str = ""
+    database: str = ""
+    database_bytes: int = 0
+    counts: dict[str, int] = {}
+    embedder: dict[str, Any] = {}  # kind, model, available, fingerprint, dims, error
+    queue_depth: int = 0
+    indexing: bool = False
+    last_sync: dict[str, Any] = {}  # at (unix time), error, indexed, deleted, seconds
+    watcher: dict[str, Any] = {}  # alive, events, restarts, last_event_at, error
+    problems: list[list[str]] = []  # [path, "skipped" | "repaired", reason]
+    uptime: float = 0.0
+    versions: dict[str, str] = {}
+    warnings: list[str] = []
+
+
+class Stopping(Message, tag="stopping"):
+    id: int = 0
+
+
+class Error(Message, tag="error"):
+    id: int = 0
+    code: str = ""  # bad_frame | too_large | bad_request | unsupported | unavailable | internal | ...
+    message: str = ""
+    hint: str = ""
+
+
+ClientMessage = Hello | Ping | Search | Index | Status | Stop
+ServerMessage = Welcome | Pong | SearchResults | Progress | IndexDone | StatusReply | Stopping | Error
+FINAL_REPLIES = (Pong, SearchResults, IndexDone, StatusReply, Stopping, Error)
+
+encoder = msgspec.msgpack.Encoder()
+client_decoder = msgspec.msgpack.Decoder(ClientMessage)
+server_decoder = msgspec.msgpack.Decoder(ServerMessage)
+
+
+def frame(message: Message) -> bytes:
+    body = encoder.encode(message)
+    return HEADER.pack(len(body)) + body
+
+
+def default_socket_path() -> Path:
+    """``$TARS_SOCKET``, else ``$XDG_RUNTIME_DIR/tars/tarsd.sock`` on Linux, else a short
+    per-user path under /tmp (macOS's $TMPDIR is too long for a socket address)."""
+    if os.environ.get("TARS_SOCKET"):
+        return Path(os.environ["TARS_SOCKET"]).expanduser()
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and sys.platform != "darwin":
+        return Path(runtime) / "tars" / "tarsd.sock"
+    return Path(f"/tmp/tars-{os.getuid()}") / "tarsd.sock"

@@ -1,0 +1,307 @@
+"""The Unix socket server: framing, the hello exchange, peer checks and request dispatch.
+
+Each connection is its own task, so a slow or vanished client only ever blocks itself.
+SQLite and embedding work runs in threads, off the event loop. A malformed frame gets a
+typed Error and closes that one connection; the daemon keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator
+
+import msgspec
+
+from tarsctl.protocol import (
+    HEADER,
+    MAX_REQUEST_BYTES,
+    PROTOCOL_VERSION,
+    SUN_PATH_MAX,
+    Error,
+    Hello,
+    Hit,
+    Index,
+    IndexDone,
+    Message,
+    Ping,
+    Pong,
+    Progress,
+    Search,
+    SearchResults,
+    Status,
+    Stop,
+    Stopping,
+    Welcome,
+    client_decoder,
+    frame,
+)
+
+from . import __version__
+from .search import MODES, SearchError
+from .vault import MEMORY_TYPES
+
+if TYPE_CHECKING:
+    from .main import Daemon
+
+log = logging.getLogger(__name__)
+
+CAPABILITIES = ["search", "index", "status", "progress", "stop"]
+WRITE_TIMEOUT_SECONDS = 30.0
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str, hint: str = ""):
+        super().__init__(message)
+        self.error = Error(code=code, message=message, hint=hint)
+
+
+class SocketInUse(Exception):
+    pass
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end (SO_PEERCRED / LOCAL_PEERCRED)."""
+    try:
+        if sys.platform.startswith("linux"):
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            return struct.unpack("3i", creds)[1]
+        if sys.platform == "darwin":
+            # struct xucred { u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16]; }
+            creds = sock.getsockopt(0, 0x001, struct.calcsize("IIh16I"))  # SOL_LOCAL, LOCAL_PEERCRED
+            return struct.unpack_from("II", creds)[1]
+    except OSError:
+        return None
+    return None
+
+
+def prepare_socket_path(path: Path) -> None:
+    """Check the address fits, make its directory private, and clear a stale socket.
+    Raises SocketInUse if a live daemon answers there."""
+    if len(os.fsencode(path)) >= SUN_PATH_MAX:
+        raise SocketInUse(
+            f"the socket path {path} is {len(os.fsencode(path))} bytes, over the {SUN_PATH_MAX - 1}-byte limit; "
+            "set [daemon] socket or TARS_SOCKET to a shorter path"
+        )
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.parent.stat().st_uid == os.getuid():
+        os.chmod(path.parent, 0o700)
+    if not path.exists() and not path.is_symlink():
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink(missing_ok=True)  # nobody listening: a stale socket from a killed daemon
+        return
+    finally:
+        probe.close()
+    raise SocketInUse(
+        f"another tarsd is already listening on {path}; stop it with `tarsctl stop`, or give this one another [daemon] socket"
+    )
+
+
+class Server:
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+        self.server: asyncio.AbstractServer | None = None
+        self.connections = 0
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self, path: Path) -> None:
+        prepare_socket_path(path)
+        old = os.umask(0o077)
+        try:
+            self.server = await asyncio.start_unix_server(self._connection, path=str(path), limit=MAX_REQUEST_BYTES + HEADER.size)
+        finally:
+            os.umask(old)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.server.wait_closed()
+
+    # ---- one connection ----
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        self.connections += 1
+        try:
+            uid = peer_uid(writer.get_extra_info("socket"))
+            if uid is not None and uid != os.getuid():
+                await self._send(
+                    writer,
+                    Error(code="forbidden", message=f"uid {uid} may not use this tarsd", hint="run tarsctl as the user who runs tarsd"),
+                )
+                return
+            await self._converse(reader, writer)
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away, perhaps mid-frame: nothing to answer
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection handler failed")
+        finally:
+            self._tasks.discard(task)
+            writer.close()
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            hello = await self._read(reader)
+            if hello is None:
+                return
+            if not isinstance(hello, Hello):
+                raise FrameError(
+                    "bad_request", f"the first message must be hello, not {type(hello).__name__.lower()}", "see docs/protocol.md"
+                )
+            await self._send(writer, Welcome(protocol=PROTOCOL_VERSION, server=f"tarsd/{__version__}", capabilities=CAPABILITIES))
+            while True:
+                request = await self._read(reader)
+                if request is None:
+                    return
+                async for reply in self._dispatch(request):
+                    await self._send(writer, reply)
+        except FrameError as exc:
+            # The stream may be out of step after a bad frame: answer, then close.
+            await self._send(writer, exc.error)
+
+    async def _read(self, reader: asyncio.StreamReader) -> Message | None:
+        try:
+            header = await reader.readexactly(HEADER.size)
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                return None  # a clean close between frames
+            raise
+        (length,) = HEADER.unpack(header)
+        if length > MAX_REQUEST_BYTES:
+            raise FrameError(
+                "too_large",
+                f"a frame of {length} bytes is over the {MAX_REQUEST_BYTES}-byte limit",
+                "frames are a 4-byte big-endian length and a msgpack body",
+            )
+        body = await reader.readexactly(length)
+        try:
+            return client_decoder.decode(body)
+        except msgspec.ValidationError as exc:
+            raise FrameError("bad_request", f"invalid request: {exc}", "check the message against docs/protocol.md") from exc
+        except msgspec.DecodeError as exc:
+            raise FrameError(
+                "bad_frame", f"the frame body is not msgpack: {exc}", "frames are a 4-byte big-endian length and a msgpack body"
+            ) from exc
+
+    async def _send(self, writer: asyncio.StreamWriter, message: Message) -> None:
+        writer.write(frame(message))
+        await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_SECONDS)
+
+    # ---- requests ----
+
+    async def _dispatch(self, request: Message) -> AsyncIterator[Message]:
+        request_id = getattr(request, "id", 0)
+        try:
+            if isinstance(request, Ping):
+                yield Pong(id=request_id, server=f"tarsd/{__version__}", uptime=time.time() - self.daemon.started_at)
+            elif isinstance(request, Search):
+                yield await self._search(request)
+            elif isinstance(request, Index):
+                async for reply in self._index(request):
+                    yield reply
+            elif isinstance(request, Status):
+                yield await asyncio.to_thread(self.daemon.status, request_id)
+            elif isinstance(request, Stop):
+                yield Stopping(id=request_id)
+                self.daemon.request_stop("stop requested by a client")
+            else:
+                yield Error(id=request_id, code="bad_request", message=f"{type(request).__name__.lower()} is not a request here")
+        except FrameError as exc:
+            exc.error.id = request_id
+            yield exc.error
+        except Exception as exc:
+            log.exception("request %s failed", type(request).__name__)
+            yield Error(id=request_id, code="internal", message=f"{type(exc).__name__}: {exc}", hint="see the tarsd log for details")
+
+    async def _search(self, request: Search) -> Message:
+        if request.mode not in MODES:
+            return Error(id=request.id, code="bad_request", message=f"unknown mode {request.mode!r}", hint=f"use one of {', '.join(MODES)}")
+        unknown = [t for t in request.types if t not in MEMORY_TYPES]
+        if unknown:
+            return Error(
+                id=request.id, code="bad_request", message=f"unknown memory type {unknown[0]!r}", hint=f"use {', '.join(MEMORY_TYPES)}"
+            )
+        if request.limit < 1 or request.limit > 1000:
+            return Error(id=request.id, code="bad_request", message=f"limit must be 1..1000, not {request.limit}")
+        started = time.perf_counter()
+        try:
+            response = await asyncio.to_thread(
+                self.daemon.engine.searcher.search,
+                request.query,
+                mode=request.mode,
+                limit=request.limit,
+                min_score=request.min_score,
+                memory_types=request.types or None,
+                path_prefix=request.path or None,
+                per_file=not request.all_chunks,
+            )
+        except SearchError as exc:
+            return Error(
+                id=request.id, code="unavailable", message=str(exc), hint="use --mode fts, or see `tarsctl status` for the embedder"
+            )
+        hits = [
+            Hit(
+                path=r.path,
+                title=r.title,
+                heading_path=r.heading_path,
+                start_line=r.start_line,
+                end_line=r.end_line,
+                snippet=r.snippet,
+                score=r.score,
+                band=r.band,
+                memory_type=r.memory_type,
+                text=r.text,
+            )
+            for r in response.results
+        ]
+        elapsed = (time.perf_counter() - started) * 1000
+        return SearchResults(id=request.id, mode=response.mode, results=hits, warnings=response.warnings, elapsed_ms=round(elapsed, 2))
+
+    async def _index(self, request: Index) -> AsyncIterator[Message]:
+        paths = None
+        if request.paths:
+            paths = [self.daemon.vault_relative(p) for p in request.paths]
+        events: asyncio.Queue[Message | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def progress(phase: str, done: int, total: int) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, Progress(id=request.id, phase=phase, done=done, total=total))
+
+        job = asyncio.ensure_future(self.daemon.queue.index(paths, full=request.full, progress=progress))
+        job.add_done_callback(lambda _: loop.call_soon(events.put_nowait, None))
+        while (event := await events.get()) is not None:
+            yield event
+        report = job.result()
+        yield IndexDone(
+            id=request.id,
+            scanned=report.scanned,
+            indexed=report.indexed,
+            unchanged=report.unchanged,
+            deleted=report.deleted,
+            skipped=report.skipped,
+            chunks=report.chunks,
+            vectors_embedded=report.vectors_embedded,
+            vectors_from_cache=report.vectors_from_cache,
+            pending_vectors=report.pending_vectors,
+            seconds=round(report.seconds, 3),
+            embedder_error=report.embedder_error or "",
+            problems=report.problems,
+        )

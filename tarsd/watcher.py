@@ -1,0 +1,110 @@
+"""Live file watching with watchdog. Events are hints, never the truth.
+
+inotify drops events on overflow, editors save by writing a temp file and renaming it over
+the note, and folders move wholesale. So every event only names paths to look at again (a
+move names both ends), folder events ask for a reconcile scan of the real tree, and a dead
+observer is replaced, followed by a reconcile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from collections.abc import Callable
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from .vault import is_ignored
+
+log = logging.getLogger(__name__)
+
+# Events that may change what a path holds; opened/closed-without-writing do not.
+_CHANGES = {"created", "modified", "deleted", "moved", "closed"}
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, watcher: VaultWatcher):
+        self.watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type not in _CHANGES:
+            return
+        self.watcher.events += 1
+        self.watcher.last_event_at = time.time()
+        if event.is_directory:
+            if event.event_type in ("moved", "deleted", "created"):
+                # A folder moved in or out brings no events for the notes inside it.
+                self.watcher.on_rescan()
+            return
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if raw:
+                self.watcher.hint(os.fsdecode(raw))
+
+
+class VaultWatcher:
+    def __init__(self, root: Path, on_path: Callable[[str], None], on_rescan: Callable[[], None]):
+        self.root = root
+        self.on_path = on_path
+        self.on_rescan = on_rescan
+        self.observer: Observer | None = None
+        self.events = 0
+        self.restarts = 0
+        self.last_event_at: float | None = None
+        self.error: str | None = None
+
+    def hint(self, absolute: str) -> None:
+        try:
+            rel = Path(absolute).relative_to(self.root).as_posix()
+        except ValueError:
+            return
+        if not is_ignored(rel):
+            self.on_path(rel)
+
+    def start(self) -> None:
+        observer = Observer()
+        try:
+            observer.schedule(_Handler(self), str(self.root), recursive=True)
+            observer.start()
+        except OSError as exc:
+            # Typically the inotify watch limit: the periodic reconcile still keeps the index right.
+            self.error = (
+                f"cannot watch {self.root}: {exc} (raise fs.inotify.max_user_watches); changes are picked up by the periodic reconcile"
+            )
+            log.error("%s", self.error)
+            return
+        self.observer, self.error = observer, None
+
+    @property
+    def alive(self) -> bool:
+        return self.observer is not None and self.observer.is_alive()
+
+    def check(self) -> None:
+        """Replace a dead observer and reconcile what it may have missed."""
+        if self.alive:
+            return
+        log.warning("the file watcher stopped (%s); restarting it and reconciling", self.error or "observer thread died")
+        self.stop()
+        self.restarts += 1
+        self.start()
+        self.on_rescan()
+
+    def stop(self) -> None:
+        if self.observer is not None:
+            try:
+                self.observer.stop()
+                self.observer.join(timeout=5)
+            except RuntimeError:
+                pass
+            self.observer = None
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "alive": self.alive,
+            "events": self.events,
+            "restarts": self.restarts,
+            "last_event_at": self.last_event_at,
+            "error": self.error,
+        }

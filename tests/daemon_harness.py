@@ -1,0 +1,111 @@
+"""Run a real tarsd subprocess on a temp vault and talk to it over its real socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from collections.abc import Callable
+
+from tarsctl.client import Client
+from tarsctl.protocol import Search, Status
+
+DEADLINE_SECONDS = 60.0
+
+
+def wait_for(predicate: Callable[[], object], what: str, deadline: float = DEADLINE_SECONDS, interval: float = 0.05):
+    """Poll until predicate() is truthy; fail with `what` after the deadline. Never a fixed sleep."""
+    end = time.monotonic() + deadline
+    last_error = None
+    while time.monotonic() < end:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # the daemon may not be up yet
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {deadline:.0f} s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+
+
+class TarsDaemon:
+    def __init__(self, vault: Path, state: Path, model_dir: Path, embedder: str = "none", extra_env: dict[str, str] | None = None):
+        self.vault = vault
+        # Socket addresses are limited to ~104 bytes: keep them short, outside pytest's long tmp paths.
+        self.run_dir = Path(tempfile.mkdtemp(prefix="tars-", dir="/tmp"))
+        self.socket = self.run_dir / "tarsd.sock"
+        config = state / "config.toml"
+        config.touch()
+        self.env = {
+            **os.environ,
+            "TARS_CONFIG": str(config),
+            "TARS_SOCKET": str(self.socket),
+            "TARS_DB": str(state / "index.sqlite3"),
+            "TARS_MODEL_DIR": str(model_dir),
+            "TARS_EMBEDDER": embedder,
+            "TARS_DAEMON_DEBOUNCE_MS": "100",
+            **(extra_env or {}),
+        }
+        self.log = state / "tarsd.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, wait: bool = True) -> TarsDaemon:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tarsd.main", "--vault", str(self.vault)],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "ab"),
+        )
+        if wait:
+            wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")
+            assert self.process.poll() is None, f"tarsd exited early:\n{self.log.read_text()}"
+        return self
+
+    def _died(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def ping(self) -> bool:
+        try:
+            with Client(self.socket, timeout=2):
+                return True
+        except Exception:
+            return False
+
+    def client(self) -> Client:
+        return Client(self.socket, timeout=30).__enter__()
+
+    def search(self, query: str, mode: str = "fts", **options) -> list[str]:
+        with Client(self.socket, timeout=30) as client:
+            reply = client.call(Search(id=1, query=query, mode=mode, limit=options.pop("limit", 50), **options))
+        return [hit.path for hit in reply.results]
+
+    def status(self):
+        with Client(self.socket, timeout=30) as client:
+            return client.call(Status(id=1))
+
+    def tarsctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tarsctl.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"tarsd did not stop on signal {sig}:\n{self.log.read_text()}") from None
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def cleanup(self) -> None:
+        self.kill()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
