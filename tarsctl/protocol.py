@@ -77,6 +77,59 @@ class Stop(Message, tag="stop"):
     id: int = 0
 
 
+class Chat(Message, tag="chat"):
+    """One user message; answered by chat_delta and tool_activity events, then chat_done."""
+
+    id: int = 0
+    conversation: str = "cli"  # client-chosen: cli, nvim, ...
+    message: str = ""
+    provider: str = ""  # ollama | anthropic; empty: the daemon's default
+    model: str = ""
+    end: bool = False  # a one-shot chat: write the session log and end the conversation
+
+
+class Cancel(Message, tag="cancel"):
+    """Sent while a chat is streaming: stop the answer in progress (the conversation stays)."""
+
+    id: int = 0
+
+
+class EndConversation(Message, tag="end_conversation"):
+    """/new and /exit: write the session log and start the conversation afresh."""
+
+    id: int = 0
+    conversation: str = "cli"
+    provider: str = ""
+    model: str = ""
+
+
+class Remember(Message, tag="remember"):
+    id: int = 0
+    fact: str = ""
+    kind: str = "semantic"  # semantic (Memory.md) | procedural (rules)
+    section: str = ""  # a heading in Memory.md; empty: tars picks one
+
+
+class Feedback(Message, tag="feedback"):
+    """/w (good=False) and /r (good=True) about the last answer in a conversation."""
+
+    id: int = 0
+    conversation: str = "cli"
+    good: bool = False
+    note: str = ""
+
+
+class Review(Message, tag="review"):
+    id: int = 0
+    provider: str = ""
+    model: str = ""
+
+
+class ApplyReview(Message, tag="apply_review"):
+    id: int = 0
+    rules: list[str] = []  # the rules the user approved, as edited
+
+
 # ---- replies and stream events ----
 
 
@@ -153,6 +206,60 @@ class Stopping(Message, tag="stopping"):
     id: int = 0
 
 
+class ChatDelta(Message, tag="chat_delta"):
+    id: int = 0
+    text: str = ""
+
+
+class ToolActivity(Message, tag="tool_activity"):
+    id: int = 0
+    phase: str = ""  # call | result
+    name: str = ""
+    arguments: dict[str, Any] = {}
+    result: str = ""  # the start of the result, for display
+
+
+class ChatDone(Message, tag="chat_done"):
+    id: int = 0
+    conversation: str = ""
+    text: str = ""
+    tool_rounds: int = 0
+    cancelled: bool = False
+    session_log: str = ""  # path of a session log written by this turn, if any
+    warnings: list[str] = []
+
+
+class ConversationEnded(Message, tag="conversation_ended"):
+    id: int = 0
+    session_log: str = ""
+    warnings: list[str] = []
+
+
+class Remembered(Message, tag="remembered"):
+    id: int = 0
+    added: bool = False
+    path: str = ""
+    section: str = ""
+    duplicate_of: str = ""  # the line already there, when not added
+
+
+class FeedbackSaved(Message, tag="feedback_saved"):
+    id: int = 0
+    path: str = ""
+
+
+class ReviewProposals(Message, tag="review_proposals"):
+    id: int = 0
+    rules: list[str] = []
+    nothing_to_review: bool = False
+
+
+class ReviewApplied(Message, tag="review_applied"):
+    id: int = 0
+    added: int = 0
+    archived: list[str] = []
+
+
 class Error(Message, tag="error"):
     id: int = 0
     code: str = ""  # bad_frame | too_large | bad_request | unsupported | unavailable | internal | ...
@@ -160,9 +267,39 @@ class Error(Message, tag="error"):
     hint: str = ""
 
 
-ClientMessage = Hello | Ping | Search | Index | Status | Stop
-ServerMessage = Welcome | Pong | SearchResults | Progress | IndexDone | StatusReply | Stopping | Error
-FINAL_REPLIES = (Pong, SearchResults, IndexDone, StatusReply, Stopping, Error)
+ClientMessage = Hello | Ping | Search | Index | Status | Stop | Chat | Cancel | EndConversation | Remember | Feedback | Review | ApplyReview
+ServerMessage = (
+    Welcome
+    | Pong
+    | SearchResults
+    | Progress
+    | IndexDone
+    | StatusReply
+    | Stopping
+    | Error
+    | ChatDelta
+    | ToolActivity
+    | ChatDone
+    | ConversationEnded
+    | Remembered
+    | FeedbackSaved
+    | ReviewProposals
+    | ReviewApplied
+)
+FINAL_REPLIES = (
+    Pong,
+    SearchResults,
+    IndexDone,
+    StatusReply,
+    Stopping,
+    Error,
+    ChatDone,
+    ConversationEnded,
+    Remembered,
+    FeedbackSaved,
+    ReviewProposals,
+    ReviewApplied,
+)
 
 encoder = msgspec.msgpack.Encoder()
 client_decoder = msgspec.msgpack.Decoder(ClientMessage)

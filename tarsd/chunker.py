@@ -10,9 +10,10 @@ cut unless a single fence is larger than the budget on its own. Every chunk keep
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-import math
 import re
+import string
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,8 +51,16 @@ class TokenCounter(Protocol):
     """Counts tokens the way the embedder will; chunks are sized with it."""
 
     fingerprint: str
+    # True when the count of texts joined by whitespace is the sum of their counts; the
+    # chunker then adds up line counts instead of counting each chunk again.
+    additive: bool
 
     def count(self, texts: list[str]) -> list[int]: ...
+
+    def token_ends(self, text: str) -> list[int]:
+        """The character offset where each token of ``text`` ends (for cutting long lines);
+        ``exact_ends`` says whether they are the tokenizer's own or an even spread."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +93,7 @@ class _Unit:
     score: int  # break score for starting a chunk at this unit
     headings: tuple[str, ...]  # heading path in force at this unit
     is_heading: bool
+    cut_in_word: bool = False  # a piece of a giant word: counts no longer add up
 
 
 def parse_front_matter(lines: list[str]) -> tuple[dict, int]:
@@ -144,32 +154,34 @@ def _units(lines: list[str], first: int, counts: list[int]) -> list[_Unit]:
     return units
 
 
-def _split_long_unit(unit: _Unit, limit: int, counter: TokenCounter) -> list[_Unit]:
-    """Split one overlong line at whitespace (or, for a giant word, by characters) into
-    pieces that each fit. Joined with no separator, the pieces give back the line."""
-    words = re.findall(r"\S+\s*|\s+", unit.text)
-    counts = counter.count(words)
-    pieces: list[tuple[str, int]] = []
-    for word, tokens in zip(words, counts, strict=True):
-        if tokens <= limit:
-            pieces.append((word, tokens))
-            continue
-        step = max(1, len(word) * limit // (tokens * 2))
-        slices = [word[i : i + step] for i in range(0, len(word), step)]
-        pieces.extend(zip(slices, counter.count(slices), strict=True))
-    out: list[_Unit] = []
-    text, tokens = "", 0
-    for word, count in pieces:
-        if text and tokens + count > limit:
-            out.append(_Unit(unit.line, text, tokens, SPLIT_LINE_SCORE, unit.headings, False))
-            text, tokens = "", 0
-        text += word
-        tokens += count
-    if text:
-        out.append(_Unit(unit.line, text, tokens, SPLIT_LINE_SCORE, unit.headings, False))
-    out[0].score = unit.score
-    out[0].is_heading = unit.is_heading
-    return out
+def _split_long_unit(unit: _Unit, limit: int, counter: TokenCounter, ends: list[int]) -> list[_Unit]:
+    """Split one overlong line into pieces of at most ``limit`` tokens, cutting after a
+    space where there is one (else inside a giant word). Joined with no separator, the
+    pieces give back the line. ``ends`` (from one tokenization of the line) aims each cut;
+    each piece is then counted on its own, so the work stays linear in the line."""
+    text = unit.text
+    pieces: list[_Unit] = []
+    start_char, start_token = 0, 0
+    while start_char < len(text):
+        end_token = start_token + limit
+        cut = len(text) if end_token >= len(ends) else max(ends[end_token - 1], start_char + 1)
+        while True:
+            space = text.rfind(" ", start_char, cut) if cut < len(text) else -1
+            piece_end = space + 1 if space > start_char else cut
+            if getattr(counter, "exact_ends", False):
+                tokens = bisect.bisect_right(ends, piece_end) - start_token
+            else:
+                tokens = counter.count([text[start_char:piece_end]])[0]
+            if tokens <= limit or piece_end - start_char <= 1:
+                break
+            cut = start_char + max(1, (piece_end - start_char) * limit // (tokens + 1))
+        in_word = piece_end < len(text) and space <= start_char
+        pieces.append(_Unit(unit.line, text[start_char:piece_end], tokens, SPLIT_LINE_SCORE, unit.headings, False, cut_in_word=in_word))
+        start_char = piece_end
+        start_token = bisect.bisect_right(ends, start_char)
+    pieces[0].score = unit.score
+    pieces[0].is_heading = unit.is_heading
+    return pieces
 
 
 def _choose_cut(units: list[_Unit], start: int, end: int, target: int) -> int:
@@ -212,12 +224,22 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     title = str(front.get("title") or "").strip()
     note = ParsedNote(title="", tags=_string_list(front.get("tags")), aliases=_string_list(front.get("aliases") or front.get("alias")))
     body = lines[body_start:]
-    units = _units(body, body_start + 1, counter.count(body) if body else [])
+    limit = max(8, budget)
+    piece_limit = int(limit * (1 - MAX_CONTEXT_FRACTION))
+    # Lines too long to fit are tokenized once, with offsets, for cutting; the rest are
+    # only counted. A line's length in characters tells which it probably is.
+    token_ends: dict[int, list[int]] = {i: counter.token_ends(line) for i, line in enumerate(body) if len(line) > piece_limit * 3}
+    short = [i for i in range(len(body)) if i not in token_ends]
+    counts = [0] * len(body)
+    for i, count in zip(short, counter.count([body[i] for i in short]), strict=True):
+        counts[i] = count
+    for i, ends in token_ends.items():
+        counts[i] = len(ends)
+    units = _units(body, body_start + 1, counts)
     if not title:
         title = next((u.headings[0] for u in units if u.is_heading and u.text.startswith("# ")), "") or fallback_title
     note.title = title
 
-    limit = max(8, budget)
     context_cache: dict[str, int] = {}
 
     def context_for(unit: _Unit) -> tuple[str, int]:
@@ -228,12 +250,12 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
         return (context, tokens) if tokens <= limit * MAX_CONTEXT_FRACTION else ("", 0)
 
     expanded: list[_Unit] = []
-    for unit in units:
-        expanded.extend(
-            _split_long_unit(unit, int(limit * (1 - MAX_CONTEXT_FRACTION)), counter)
-            if unit.tokens > limit * (1 - MAX_CONTEXT_FRACTION)
-            else [unit]
-        )
+    for index, unit in enumerate(units):
+        if unit.tokens > piece_limit:
+            ends = token_ends.get(index) or counter.token_ends(unit.text)
+            expanded.extend(_split_long_unit(unit, piece_limit, counter, ends))
+        else:
+            expanded.append(unit)
     units = expanded
 
     start = 0
@@ -250,7 +272,7 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
             total += units[end].tokens
             end += 1
         cut = len(units) if end == len(units) else _choose_cut(units, start, end, target)
-        _emit(note, units[start:cut], context, counter, limit)
+        _emit(note, units[start:cut], context, context_tokens, counter, limit)
         if cut >= len(units):
             break
         next_start = cut
@@ -264,7 +286,7 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     return note
 
 
-def _emit(note: ParsedNote, units: list[_Unit], context: str, counter: TokenCounter, limit: int) -> None:
+def _emit(note: ParsedNote, units: list[_Unit], context: str, context_tokens: int, counter: TokenCounter, limit: int) -> None:
     while units and not units[-1].text.strip():
         units = units[:-1]
     if not units:
@@ -278,15 +300,18 @@ def _emit(note: ParsedNote, units: list[_Unit], context: str, counter: TokenCoun
             parts.append(unit.text)
     text = "\n".join(parts)
     embed_text = f"{context}\n\n{text}" if context else text
-    tokens = counter.count([embed_text])[0]
+    if getattr(counter, "additive", False) and not any(u.cut_in_word for u in units):
+        tokens = context_tokens + sum(u.tokens for u in units)
+    else:
+        tokens = counter.count([embed_text])[0]
     if tokens > limit:
         # Line counts add up to the count of their join for WordPiece, but not for every
         # tokenizer (or for pieces of one giant word): halve rather than ever truncate.
         if len(units) == 1:
             raise ValueError(f"a piece of line {units[0].line} has {tokens} tokens, over the budget of {limit}")
         middle = len(units) // 2
-        _emit(note, units[:middle], context, counter, limit)
-        _emit(note, units[middle:], context, counter, limit)
+        _emit(note, units[:middle], context, context_tokens, counter, limit)
+        _emit(note, units[middle:], context, context_tokens, counter, limit)
         return
     note.chunks.append(
         Chunk(
@@ -305,15 +330,26 @@ def _emit(note: ParsedNote, units: list[_Unit], context: str, counter: TokenCoun
 class HeuristicCounter:
     """Token estimate for embedders whose tokenizer tars cannot read (Ollama, none).
 
-    Short words count as one token, longer ones as one per three characters, punctuation as
-    one each. On the Dendron and SciFact texts it overestimates WordPiece by about 20% at the
-    median; it is an estimate, so Ollama is also told never to truncate (truncate=false)."""
+    Built from C-speed string operations so a keyword-only index stays fast: a word counts
+    one token plus one per three characters past six, punctuation one each, and non-ASCII
+    text (CJK, emoji) about one per character. It errs high against WordPiece (about 20%
+    at the median on the Dendron and SciFact texts); it is an estimate, so Ollama is also
+    told never to truncate (truncate=false), and a failure is reported, not hidden."""
 
-    fingerprint = "heuristic-v1"
-    _TOKEN = re.compile(r"\w+|[^\w\s]")
+    fingerprint = "heuristic-v2"
+    additive = True
+    _DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
     def count(self, texts: list[str]) -> list[int]:
-        return [
-            sum(math.ceil(len(t) / 3) if len(t) > 6 and (t[0].isalnum() or t[0] == "_") else 1 for t in self._TOKEN.findall(text))
-            for text in texts
-        ]
+        counts = []
+        for text in texts:
+            words = text.split()
+            punctuation = len(text) - len(text.translate(self._DROP_PUNCTUATION))
+            non_ascii = (len(text.encode("utf-8", "surrogatepass")) - len(text)) // 2
+            counts.append(len(words) + punctuation + non_ascii + sum(n // 3 for n in map(len, words) if n > 6))
+        return counts
+
+    def token_ends(self, text: str) -> list[int]:
+        # Spread evenly over the text: the splitter recounts every piece it cuts.
+        total = self.count([text])[0]
+        return [len(text) * (i + 1) // total for i in range(total)]

@@ -80,11 +80,50 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
     log_level: str = "info"
 
 
+class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """Where the memory files live, relative to the vault."""
+
+    semantic_file: str = "Memory.md"
+    procedural_file: str = "Procedural.md"
+    sessions_dir: str = "sessions"
+    corrections_file: str = "corrections.md"
+    rewards_file: str = "rewards.md"
+    # Memory.md is in every prompt: status warns past these sizes (the design's guideline).
+    warn_lines: int = 100
+    warn_tokens: int = 1000
+
+
+class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
+    provider: Literal["ollama", "anthropic"] = "ollama"
+    ollama_host: str = "http://127.0.0.1:11434"
+    ollama_model: str = "llama3.2"
+    anthropic_model: str = "claude-sonnet-4-5"
+    anthropic_base_url: str = ""  # empty: the SDK's default
+    # The API key comes from ANTHROPIC_API_KEY, else from this file (first line).
+    anthropic_key_file: str = "~/.config/tars/anthropic_key"
+    max_tokens: int = 2048
+    max_tool_rounds: int = 5
+    request_timeout: float = 120.0
+    # Retries for connection errors, 429 and 5xx (the SDK's own back-off).
+    max_retries: int = 2
+    # Relevant context searched for with the opening message.
+    context_results: int = 5
+    context_min_score: float = 0.25
+    # Compact a conversation when its messages pass this many characters, keeping the last few.
+    compact_chars: int = 24_000
+    keep_recent: int = 6
+    # Conversations idle this long get a session log from the scheduled snapshot.
+    idle_minutes: float = 30.0
+    snapshot_minutes: float = 5.0
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
     embedder: EmbedderConfig = msgspec.field(default_factory=EmbedderConfig)
     daemon: DaemonConfig = msgspec.field(default_factory=DaemonConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
+    chat: ChatConfig = msgspec.field(default_factory=ChatConfig)
 
     @property
     def vault_path(self) -> Path:
@@ -103,6 +142,16 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
         if self.index.db_path:
             return Path(self.index.db_path).expanduser().resolve()
         return default_db_path(self.vault_path)
+
+
+SECTIONS = {
+    "vault": VaultConfig,
+    "index": IndexConfig,
+    "embedder": EmbedderConfig,
+    "daemon": DaemonConfig,
+    "memory": MemoryConfig,
+    "chat": ChatConfig,
+}
 
 
 def default_config_file() -> Path:
@@ -132,7 +181,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
     elif explicit:
         raise ConfigError(f"config file {file} does not exist")
 
-    for section, struct in (("vault", VaultConfig), ("index", IndexConfig), ("embedder", EmbedderConfig), ("daemon", DaemonConfig)):
+    for section, struct in SECTIONS.items():
         for field in struct.__struct_fields__:
             value = env.get(f"TARS_{section}_{field}".upper())
             if value is not None:
@@ -143,7 +192,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
     for key, value in overrides.items():
         if value is None:
             continue
-        section, _, field = key.partition("_")
+        section, _, field = key.partition("_")  # sections have no underscore in their names
         data.setdefault(section, {})[field] = str(value) if isinstance(value, Path) else value
 
     try:

@@ -46,11 +46,18 @@ class WordPieceCounter:
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self.fingerprint = f"tokenizer:{name}"
+        self.additive = True  # WordPiece splits at whitespace first: counts of lines add up
+        self.exact_ends = True
 
     def count(self, texts: list[str]) -> list[int]:
-        if not texts:
-            return []
-        return [len(encoding.ids) for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+        # encode_batch's thread pool only pays off for many texts at once.
+        if len(texts) >= 16:
+            return [len(e.ids) for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+        encode = self._tokenizer.encode
+        return [len(encode(text, add_special_tokens=False).ids) for text in texts]
+
+    def token_ends(self, text: str) -> list[int]:
+        return [end for _, end in self._tokenizer.encode(text, add_special_tokens=False).offsets]
 
 
 class Embedder:

@@ -103,17 +103,20 @@ class Indexer:
             todo = [d for _, d in disk_files if d is not None]
 
         report.scanned = len(todo)
-        for done, disk_file in enumerate(todo, 1):
-            if self.stop.is_set():
-                break
-            self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, full, report)
-            if progress and (done % 200 == 0 or done == len(todo)):
-                progress("scan", done, len(todo))
-        for path in gone:
-            if self.stop.is_set():
-                break
-            if self.store.delete_file(path):
-                report.deleted += 1
+        with self.store.batch() as tick:
+            for done, disk_file in enumerate(todo, 1):
+                if self.stop.is_set():
+                    break
+                tick()
+                self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, full, report)
+                if progress and (done % 200 == 0 or done == len(todo)):
+                    progress("scan", done, len(todo))
+            for path in gone:
+                if self.stop.is_set():
+                    break
+                tick()
+                if self.store.delete_file(path):
+                    report.deleted += 1
         if paths is None and not self.stop.is_set():
             self.store.prune_cache()
 
@@ -177,7 +180,7 @@ class Indexer:
             conflict=is_conflict_copy(path),
             problem=note.problem,
         )
-        self.store.replace_file(meta, parsed.chunks, cached)
+        self.store.replace_file(meta, parsed.chunks, cached, replacing=state is not None)
         report.indexed += 1
         report.chunks += len(parsed.chunks)
         report.vectors_from_cache += sum(1 for c in parsed.chunks if c.content_hash in cached)

@@ -23,6 +23,7 @@ import apsw
 from tarsctl.protocol import PROTOCOL_VERSION, StatusReply
 
 from . import __version__
+from .chat.assistant import Assistant
 from .config import Config, ConfigError, load_config
 from .engine import Engine
 from .notify import SystemdNotifier
@@ -70,6 +71,7 @@ class Daemon:
         self.engine: Engine
         self.queue: SyncQueue
         self.watcher: VaultWatcher
+        self.assistant: Assistant
 
     def request_stop(self, why: str) -> None:
         log.info("stopping: %s", why)
@@ -93,6 +95,7 @@ class Daemon:
             self.queue = SyncQueue(self.engine.indexer, self.config.daemon.debounce_ms / 1000)
             self.watcher = VaultWatcher(self.vault, self.queue.touch, self.queue.request_reconcile)
             loop = asyncio.get_running_loop()
+            self.assistant = Assistant(self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop))
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
 
@@ -107,7 +110,7 @@ class Daemon:
             log.info(
                 "first reconcile: %d files, %d indexed, %d deleted in %.2fs", first.scanned, first.indexed, first.deleted, first.seconds
             )
-            scheduler = start_scheduler(self.config.daemon, self.queue, self.watcher)
+            scheduler = start_scheduler(self.config, self.queue, self.watcher, self.assistant)
             self.notifier.send("READY=1", f"STATUS=serving {self.vault}")
             pinger = asyncio.create_task(self._watchdog_pings()) if self.notifier.watchdog_interval() else None
 
@@ -129,6 +132,10 @@ class Daemon:
                 self.engine.close()
             os.close(lock_fd)
         log.info("stopped")
+
+    def _reindex_from_thread(self, rel: str, loop: asyncio.AbstractEventLoop) -> None:
+        """Index a file tars just wrote, from a worker thread, through the single writer."""
+        asyncio.run_coroutine_threadsafe(self.queue.index([rel]), loop).result(timeout=300)
 
     async def _watchdog_pings(self) -> None:
         interval = self.notifier.watchdog_interval() or 30.0
@@ -154,6 +161,7 @@ class Daemon:
             warnings.append(f"embedder: {embedder['error']}")
         if self.watcher.error:
             warnings.append(f"watcher: {self.watcher.error}")
+        warnings.extend(self.assistant.warnings())
         return StatusReply(
             id=request_id,
             vault=str(self.vault),

@@ -1,4 +1,5 @@
-"""Scheduled jobs (APScheduler 3.x): the reconcile scan and the watcher health check.
+"""Scheduled jobs (APScheduler 3.x): the reconcile scan, the watcher health check, and
+session-log snapshots of idle conversations.
 
 Jobs have explicit ids, replace_existing, coalesce and a generous misfire grace, so a
 laptop waking from sleep runs one catch-up instead of a burst.
@@ -9,14 +10,21 @@ from __future__ import annotations
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from .config import DaemonConfig
+import asyncio
+import logging
+
+from .chat.assistant import Assistant
+from .config import Config
 from .sync_queue import SyncQueue
 from .watcher import VaultWatcher
 
 MISFIRE_GRACE_SECONDS = 6 * 3600
 
 
-def start_scheduler(config: DaemonConfig, queue: SyncQueue, watcher: VaultWatcher) -> AsyncIOScheduler:
+log = logging.getLogger(__name__)
+
+
+def start_scheduler(config: Config, queue: SyncQueue, watcher: VaultWatcher, assistant: Assistant) -> AsyncIOScheduler:
     scheduler = AsyncIOScheduler(timezone="UTC")
     common = {"replace_existing": True, "coalesce": True, "max_instances": 1, "misfire_grace_time": MISFIRE_GRACE_SECONDS}
 
@@ -27,7 +35,18 @@ def start_scheduler(config: DaemonConfig, queue: SyncQueue, watcher: VaultWatche
     async def check_watcher() -> None:
         watcher.check()
 
-    scheduler.add_job(reconcile, IntervalTrigger(minutes=config.reconcile_minutes), id="reconcile", **common)
-    scheduler.add_job(check_watcher, IntervalTrigger(seconds=config.watcher_check_seconds), id="watcher-health", **common)
+    async def snapshot_sessions() -> None:
+        try:
+            written = await asyncio.to_thread(assistant.snapshot_idle)
+        except Exception:  # a failed snapshot is retried at the next run
+            log.exception("session snapshot failed")
+            return
+        for path in written:
+            log.info("idle conversation logged to %s", path)
+
+    daemon = config.daemon
+    scheduler.add_job(reconcile, IntervalTrigger(minutes=daemon.reconcile_minutes), id="reconcile", **common)
+    scheduler.add_job(check_watcher, IntervalTrigger(seconds=daemon.watcher_check_seconds), id="watcher-health", **common)
+    scheduler.add_job(snapshot_sessions, IntervalTrigger(minutes=config.chat.snapshot_minutes), id="session-snapshots", **common)
     scheduler.start()
     return scheduler

@@ -13,6 +13,7 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +26,16 @@ from tarsctl.protocol import (
     MAX_REQUEST_BYTES,
     PROTOCOL_VERSION,
     SUN_PATH_MAX,
+    ApplyReview,
+    Cancel,
+    Chat,
+    ChatDelta,
+    ChatDone,
+    ConversationEnded,
+    EndConversation,
     Error,
+    Feedback,
+    FeedbackSaved,
     Hello,
     Hit,
     Index,
@@ -34,17 +44,24 @@ from tarsctl.protocol import (
     Ping,
     Pong,
     Progress,
+    Remember,
+    Remembered,
+    Review,
+    ReviewApplied,
+    ReviewProposals,
     Search,
     SearchResults,
     Status,
     Stop,
     Stopping,
+    ToolActivity,
     Welcome,
     client_decoder,
     frame,
 )
 
 from . import __version__
+from .chat.providers import ProviderError
 from .search import MODES, SearchError
 from .vault import MEMORY_TYPES
 
@@ -53,7 +70,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES = ["search", "index", "status", "progress", "stop"]
+CAPABILITIES = ["search", "index", "status", "progress", "stop", "chat", "cancel", "remember", "feedback", "review"]
+TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
 
 
@@ -107,6 +125,31 @@ def prepare_socket_path(path: Path) -> None:
     raise SocketInUse(
         f"another tarsd is already listening on {path}; stop it with `tarsctl stop`, or give this one another [daemon] socket"
     )
+
+
+class _Connection:
+    """Reads frames for one connection. During a chat the next frame is read ahead (it may be
+    a cancel); a frame read ahead that is not a cancel is kept for the request loop."""
+
+    def __init__(self, server: Server, reader: asyncio.StreamReader):
+        self.server = server
+        self.reader = reader
+        self.pending: asyncio.Future | None = None
+
+    async def next(self) -> Message | None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            return await pending
+        return await self.server._read(self.reader)
+
+    def read_ahead(self) -> asyncio.Future:
+        if self.pending is None:
+            self.pending = asyncio.ensure_future(self.server._read(self.reader))
+        return self.pending
+
+    def close(self) -> None:
+        if self.pending is not None and not self.pending.done():
+            self.pending.cancel()
 
 
 class Server:
@@ -167,12 +210,16 @@ class Server:
                     "bad_request", f"the first message must be hello, not {type(hello).__name__.lower()}", "see docs/protocol.md"
                 )
             await self._send(writer, Welcome(protocol=PROTOCOL_VERSION, server=f"tarsd/{__version__}", capabilities=CAPABILITIES))
-            while True:
-                request = await self._read(reader)
-                if request is None:
-                    return
-                async for reply in self._dispatch(request):
-                    await self._send(writer, reply)
+            connection = _Connection(self, reader)
+            try:
+                while True:
+                    request = await connection.next()
+                    if request is None:
+                        return
+                    async for reply in self._dispatch(request, connection):
+                        await self._send(writer, reply)
+            finally:
+                connection.close()
         except FrameError as exc:
             # The stream may be out of step after a bad frame: answer, then close.
             await self._send(writer, exc.error)
@@ -207,8 +254,9 @@ class Server:
 
     # ---- requests ----
 
-    async def _dispatch(self, request: Message) -> AsyncIterator[Message]:
+    async def _dispatch(self, request: Message, connection: _Connection) -> AsyncIterator[Message]:
         request_id = getattr(request, "id", 0)
+        assistant = self.daemon.assistant
         try:
             if isinstance(request, Ping):
                 yield Pong(id=request_id, server=f"tarsd/{__version__}", uptime=time.time() - self.daemon.started_at)
@@ -222,11 +270,35 @@ class Server:
             elif isinstance(request, Stop):
                 yield Stopping(id=request_id)
                 self.daemon.request_stop("stop requested by a client")
+            elif isinstance(request, Chat):
+                async for reply in self._chat(request, connection):
+                    yield reply
+            elif isinstance(request, Cancel):
+                pass  # arrived after its chat had finished: nothing left to cancel, nothing to answer
+            elif isinstance(request, EndConversation):
+                result = await asyncio.to_thread(assistant.end, request.conversation, request.provider, request.model)
+                yield ConversationEnded(id=request_id, session_log=result.session_log, warnings=result.warnings)
+            elif isinstance(request, Remember):
+                done = await asyncio.to_thread(assistant.remember, request.fact, request.kind, request.section)
+                yield Remembered(id=request_id, added=done.added, path=done.path, section=done.section, duplicate_of=done.duplicate_of)
+            elif isinstance(request, Feedback):
+                path = await asyncio.to_thread(assistant.feedback, request.conversation, request.good, request.note)
+                yield FeedbackSaved(id=request_id, path=path)
+            elif isinstance(request, Review):
+                rules, anything = await asyncio.to_thread(assistant.review, request.provider, request.model)
+                yield ReviewProposals(id=request_id, rules=rules, nothing_to_review=not anything)
+            elif isinstance(request, ApplyReview):
+                added, archived = await asyncio.to_thread(assistant.apply_review, request.rules)
+                yield ReviewApplied(id=request_id, added=added, archived=archived)
             else:
                 yield Error(id=request_id, code="bad_request", message=f"{type(request).__name__.lower()} is not a request here")
         except FrameError as exc:
             exc.error.id = request_id
             yield exc.error
+        except ProviderError as exc:
+            yield Error(id=request_id, code=exc.code, message=exc.message, hint=exc.hint)
+        except ValueError as exc:
+            yield Error(id=request_id, code="bad_request", message=str(exc))
         except Exception as exc:
             log.exception("request %s failed", type(request).__name__)
             yield Error(id=request_id, code="internal", message=f"{type(exc).__name__}: {exc}", hint="see the tarsd log for details")
@@ -304,4 +376,66 @@ class Server:
             seconds=round(report.seconds, 3),
             embedder_error=report.embedder_error or "",
             problems=report.problems,
+        )
+
+    async def _chat(self, request: Chat, connection: _Connection) -> AsyncIterator[Message]:
+        """Stream a chat turn. A cancel frame, or the client going away, stops the answer."""
+        loop = asyncio.get_running_loop()
+        cancel = threading.Event()
+        events: asyncio.Queue = asyncio.Queue()
+
+        def emit(kind: str, value: object) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, (kind, value))
+
+        job = asyncio.ensure_future(
+            asyncio.to_thread(
+                self.daemon.assistant.chat,
+                request.conversation,
+                request.message,
+                request.provider,
+                request.model,
+                emit,
+                cancel,
+                request.end,
+            )
+        )
+        job.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
+        incoming = connection.read_ahead()
+        while True:
+            getter = asyncio.ensure_future(events.get())
+            waiting = {getter} if incoming is None else {getter, incoming}
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if incoming is not None and incoming in done:
+                try:
+                    message = incoming.result()
+                except Exception:
+                    message = None  # a broken frame mid-chat: treat as a disconnect
+                if message is None or isinstance(message, Cancel):
+                    cancel.set()
+                    if message is not None:
+                        connection.pending = None  # the cancel is consumed
+                incoming = None
+            if getter not in done:
+                getter.cancel()
+                continue
+            event = getter.result()
+            if event is None:
+                break
+            kind, value = event
+            if kind == "delta":
+                yield ChatDelta(id=request.id, text=value)
+            elif kind == "tool_call":
+                yield ToolActivity(id=request.id, phase="call", name=value.name, arguments=value.arguments)
+            else:
+                call, output = value
+                yield ToolActivity(id=request.id, phase="result", name=call.name, result=output[:TOOL_RESULT_PREVIEW])
+        result = job.result()  # raises ProviderError etc. for _dispatch to answer
+        yield ChatDone(
+            id=request.id,
+            conversation=result.conversation,
+            text=result.text,
+            tool_rounds=result.tool_rounds,
+            cancelled=result.cancelled,
+            session_log=result.session_log,
+            warnings=result.warnings,
         )

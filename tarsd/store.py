@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable, Iterator
 
 import apsw
 
 from .chunker import Chunk
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -65,7 +66,27 @@ CREATE TABLE embedding_cache (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS = {1: _SCHEMA_V1}  # version -> SQL that brings version-1 up to it
+# Version 2: conversations survive a daemon restart.
+_SCHEMA_V2 = """
+CREATE TABLE conversations (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    summary TEXT NOT NULL DEFAULT '',   -- the model's summary of compacted messages
+    context TEXT NOT NULL DEFAULT '',   -- relevant notes found with the opening message
+    logged_seq INTEGER NOT NULL DEFAULT 0  -- messages up to this seq are in a session log
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,                 -- a msgspec-JSON ChatMessage
+    compacted INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (conversation_id, seq)
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}  # version -> SQL that brings version-1 up to it
 
 
 class StoreError(Exception):
@@ -137,9 +158,11 @@ class Store:
                 f"cannot open the index database {path}: {exc}; check the directory is writable or set [index] db_path"
             ) from exc
         self.vec_version = load_vec_extension(self.conn)
+        self._has_vectors: bool | None = None
         self.lock = threading.RLock()
         self.conn.set_busy_timeout(10_000)
-        self.conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON")
+        # A bigger page cache keeps FTS5 segment merges of a large sync in memory (64 MB, a ceiling).
+        self.conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536")
         self._migrate()
         self.collection_id = self._collection()
 
@@ -176,8 +199,10 @@ class Store:
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def has_vector_table(self) -> bool:
-        with self.lock:
-            return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall())
+        if self._has_vectors is None:  # asked on every file written: remember the answer
+            with self.lock:
+                self._has_vectors = bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall())
+        return self._has_vectors
 
     def use_vector_space(self, fingerprint: str, dims: int) -> bool:
         """Make chunk_vectors hold vectors of this embedder. A different embedder means a new,
@@ -187,9 +212,45 @@ class Store:
                 return False
             self.conn.execute("DROP TABLE IF EXISTS chunk_vectors")
             self.conn.execute(f"CREATE VIRTUAL TABLE chunk_vectors USING vec0(embedding float[{int(dims)}] distance_metric=cosine)")
+            self._has_vectors = True
             self.conn.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self.set_meta("vector_fingerprint", fingerprint)
             return True
+
+    @contextmanager
+    def batch(self, max_seconds: float = 0.2) -> Iterator[Callable[[], None]]:
+        """Group many files' writes into fewer commits during a large sync.
+
+        Each file's writes stay a savepoint of their own, so the tables agree after every
+        commit; a commit happens whenever ``max_seconds`` have passed (call the yielded
+        ``tick`` between files) and at the end. A kill loses at most the last batch, which
+        the next reconcile redoes."""
+        state = {"open": False, "since": 0.0}
+
+        def commit() -> None:
+            if state["open"]:
+                with self.lock:
+                    self.conn.execute("COMMIT")
+                state["open"] = False
+
+        def tick() -> None:
+            if state["open"] and time.monotonic() - state["since"] >= max_seconds:
+                commit()
+            if not state["open"]:
+                with self.lock:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                state["open"], state["since"] = True, time.monotonic()
+
+        try:
+            yield tick
+        except BaseException:
+            if state["open"]:
+                with self.lock:
+                    self.conn.execute("ROLLBACK")
+                state["open"] = False
+            raise
+        finally:
+            commit()
 
     # ---- files ----
 
@@ -225,15 +286,14 @@ class Store:
             self.conn.execute(f"DELETE FROM chunk_vectors WHERE rowid IN ({marks})", ids)
         self.conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
 
-    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes]) -> int:
+    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes], replacing: bool = True) -> int:
         """Write a file's new chunks in one transaction. Chunks whose vectors are in
         ``cached`` (by content hash) get them at once; the rest are left pending.
-        Returns the number of chunks left pending."""
+        ``replacing=False`` says the file had no rows yet. Returns the number left pending."""
         indexed_at = time.time()
-        pending = 0
         with self.lock, self.conn:
             has_vectors = self.has_vector_table()
-            self.conn.execute(
+            file_id = self.conn.execute(
                 """INSERT INTO files(collection_id, path, title, memory_type, content_hash, mtime_ns, size, indexed_at,
                                      chunker, tags, aliases, conflict, skipped, problem)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -241,7 +301,8 @@ class Store:
                      title = excluded.title, memory_type = excluded.memory_type, content_hash = excluded.content_hash,
                      mtime_ns = excluded.mtime_ns, size = excluded.size, indexed_at = excluded.indexed_at,
                      chunker = excluded.chunker, tags = excluded.tags, aliases = excluded.aliases,
-                     conflict = excluded.conflict, skipped = excluded.skipped, problem = excluded.problem""",
+                     conflict = excluded.conflict, skipped = excluded.skipped, problem = excluded.problem
+                   RETURNING id""",
                 (
                     self.collection_id,
                     meta.path,
@@ -258,39 +319,39 @@ class Store:
                     0,
                     meta.problem,
                 ),
-            )
-            file_id = self.conn.execute(
-                "SELECT id FROM files WHERE collection_id = ? AND path = ?", (self.collection_id, meta.path)
             ).fetchall()[0][0]
-            self._delete_chunks(file_id)
+            if replacing:
+                self._delete_chunks(file_id)
             title_terms = " ".join([meta.title, *meta.aliases, *meta.tags, meta.path.rsplit("/", 1)[-1].removesuffix(".md")])
-            for chunk in chunks:
-                vector = cached.get(chunk.content_hash) if has_vectors else None
-                self.conn.execute(
-                    """INSERT INTO chunks(file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_text, embedded)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            first_id = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchall()[0][0]
+            vectors = [cached.get(chunk.content_hash) if has_vectors else None for chunk in chunks]
+            self.conn.executemany(
+                """INSERT INTO chunks(id, file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_text, embedded)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [
                     (
+                        first_id + i,
                         file_id,
-                        chunk.seq,
-                        chunk.content_hash,
-                        chunk.start_line,
-                        chunk.end_line,
-                        chunk.heading_path,
-                        chunk.text,
-                        chunk.embed_text,
-                        int(vector is not None),
-                    ),
-                )
-                chunk_id = self.conn.last_insert_rowid()
-                self.conn.execute(
-                    "INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (?, ?, ?, ?)",
-                    (chunk_id, title_terms, chunk.heading_path, chunk.text),
-                )
-                if vector is not None:
-                    self.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
-                else:
-                    pending += 1
-        return pending
+                        c.seq,
+                        c.content_hash,
+                        c.start_line,
+                        c.end_line,
+                        c.heading_path,
+                        c.text,
+                        c.embed_text,
+                        int(vectors[i] is not None),
+                    )
+                    for i, c in enumerate(chunks)
+                ],
+            )
+            self.conn.executemany(
+                "INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (?, ?, ?, ?)",
+                [(first_id + i, title_terms, c.heading_path, c.text) for i, c in enumerate(chunks)],
+            )
+            found = [(first_id + i, vector) for i, vector in enumerate(vectors) if vector is not None]
+            if found:
+                self.conn.executemany("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", found)
+        return len(chunks) - len(found)
 
     def record_skipped(self, path: str, mtime_ns: int, size: int, content_hash: str | None, problem: str, memory_type: str) -> None:
         """A file that could not be indexed: no chunks, but a row saying why."""

@@ -1,0 +1,1 @@
+"""Chat: providers, tools, conversations, compaction, prompts and session logs."""

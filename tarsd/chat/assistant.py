@@ -1,0 +1,315 @@
+"""The assistant: one chat turn with memory and tools, compaction, session logs, feedback
+and /review. Runs in worker threads; the server streams its events to the client."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from ..config import Config
+from ..engine import Engine
+from ..memory import MemoryFiles, Remembered, atomic_update
+from . import prompts
+from .conversations import ChatMessage, Conversation, ConversationStore, ToolCall
+from .providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
+from .tools import SPECS, Tools
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[str, object], None]  # ("delta", text) | ("tool_call", ToolCall) | ("tool_result", (ToolCall, str))
+MAX_SUMMARY_CHARS = 4000
+TOOL_BUDGET_NOTE = "\n\n(The tool budget for this message is used up: answer now from what you have, without calling tools.)"
+
+
+@dataclass(slots=True)
+class TurnResult:
+    conversation: str
+    text: str = ""
+    tool_rounds: int = 0
+    cancelled: bool = False
+    session_log: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+class Assistant:
+    def __init__(self, config: Config, engine: Engine, reindex: Callable[[str], None]):
+        self.config = config
+        self.chat_config = config.chat
+        self.engine = engine
+        self.vault = config.vault_path
+        self.memory = MemoryFiles(self.vault, config.memory)
+        self.conversations = ConversationStore(engine.store)
+        self.reindex = reindex
+        self.tools = Tools(self.vault, engine.searcher, self.memory, self.similarity, reindex)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, conversation_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(conversation_id, threading.Lock())
+
+    def similarity(self, text: str, candidates: list[str]) -> list[float]:
+        """Cosine of text against candidates with the embedder, or zeros without one."""
+        embedder = self.engine.embedder
+        if not candidates or not embedder.available():
+            return [0.0] * len(candidates)
+        vectors = embedder.embed([text, *candidates])
+        return [float(x) for x in np.asarray(vectors[1:]) @ np.asarray(vectors[0])]
+
+    # ---- a chat turn ----
+
+    def chat(
+        self,
+        conversation_id: str,
+        text: str,
+        provider: str = "",
+        model: str = "",
+        emit: Emit | None = None,
+        cancel: threading.Event | None = None,
+        end: bool = False,
+    ) -> TurnResult:
+        emit = emit or (lambda kind, value: None)
+        cancel = cancel or threading.Event()
+        if not text.strip():
+            raise ValueError("the message is empty")
+        with self._lock(conversation_id):
+            conversation = self.conversations.load(conversation_id)
+            result = TurnResult(conversation_id)
+            if not conversation.messages and not conversation.summary:
+                self.conversations.set_context(conversation, self._opening_context(text, result))
+            # Saved before anything can fail: a provider error never loses the user's message.
+            self.conversations.append(conversation, ChatMessage(role="user", content=text))
+            chosen = make_provider(self.chat_config, provider, model)
+            self._answer(conversation, chosen, emit, cancel, result)
+            if not result.cancelled:
+                self._maybe_compact(conversation, chosen, result)
+            if end:
+                result.session_log = self._end(conversation, chosen, result)
+            return result
+
+    def _opening_context(self, text: str, result: TurnResult) -> str:
+        try:
+            response = self.engine.searcher.search(
+                text, mode="hybrid", limit=self.chat_config.context_results, min_score=self.chat_config.context_min_score
+            )
+        except Exception as exc:  # context is a help, never a reason to fail the chat
+            result.warnings.append(f"no relevant context: {exc}")
+            return ""
+        result.warnings.extend(response.warnings)
+        return prompts.block("relevant-context", prompts.notes_block(response.results)) if response.results else ""
+
+    def _answer(self, conversation: Conversation, provider: Provider, emit: Emit, cancel: threading.Event, result: TurnResult) -> None:
+        memory, rules = self.memory.read_semantic(), self.memory.read_procedural()
+        system = prompts.system_prompt(memory, rules, conversation.context, conversation.summary)
+        while True:
+            budget_left = result.tool_rounds < self.chat_config.max_tool_rounds
+            parts: list[str] = []
+            calls: list[ToolCall] = []
+            try:
+                for event in provider.stream(
+                    system if budget_left else system + TOOL_BUDGET_NOTE, [m for _, m in conversation.messages], SPECS, cancel
+                ):
+                    if isinstance(event, TextDelta):
+                        parts.append(event.text)
+                        emit("delta", event.text)
+                    elif isinstance(event, ToolCallEvent):
+                        calls.append(event.call)
+                    elif isinstance(event, Done) and event.stop_reason == "cancelled":
+                        result.cancelled = True
+            except ProviderError as exc:
+                if exc.partial:
+                    self.conversations.append(conversation, ChatMessage(role="assistant", content=exc.partial + " [answer broke off]"))
+                raise
+            text = "".join(parts)
+            if result.cancelled or cancel.is_set():
+                result.cancelled = True
+                if text:
+                    self.conversations.append(conversation, ChatMessage(role="assistant", content=text + " [cancelled]"))
+                result.text = text
+                return
+            if calls and not budget_left:
+                # The model kept calling tools past its budget: stop rather than loop.
+                text = (text + "\n\n" if text else "") + f"(stopped after {result.tool_rounds} rounds of tool calls)"
+                calls = []
+            self.conversations.append(conversation, ChatMessage(role="assistant", content=text, tool_calls=calls))
+            if not calls:
+                result.text = text
+                return
+            result.tool_rounds += 1
+            for call in calls:
+                emit("tool_call", call)
+                output = self.tools.run(call)
+                emit("tool_result", (call, output))
+                self.conversations.append(conversation, ChatMessage(role="tool", content=output, tool_call_id=call.id, tool_name=call.name))
+
+    # ---- compaction and session logs ----
+
+    def _maybe_compact(self, conversation: Conversation, provider: Provider, result: TurnResult) -> None:
+        messages = conversation.messages
+        if conversation.chars <= self.chat_config.compact_chars or len(messages) <= self.chat_config.keep_recent:
+            return
+        # Keep the recent tail from a user message on, so no tool call is parted from its result.
+        cut = next((i for i in range(len(messages) - self.chat_config.keep_recent, len(messages)) if messages[i][1].role == "user"), None)
+        if not cut:
+            return
+        old = messages[:cut]
+        unlogged = [(seq, m) for seq, m in old if seq > conversation.logged_seq]
+        try:
+            parts = self._summarise_parts([m for _, m in old], provider)
+        except ProviderError as exc:
+            result.warnings.append(f"could not compact the conversation: {exc.message}")
+            return
+        if parts is None:
+            return
+        title, bullets = parts
+        # One summary serves both: the session log of this span, and the running summary
+        # that replaces the span in the prompt (bounded, newest kept).
+        if any(m.role == "user" for _, m in unlogged):
+            result.session_log = self._write_log(conversation, unlogged, title, bullets)
+        running = "\n".join(filter(None, [conversation.summary, f"{title}:", *bullets]))[-MAX_SUMMARY_CHARS:]
+        self.conversations.mark_logged(conversation, old[-1][0])
+        self.conversations.compact(conversation, old[-1][0], running)
+
+    def _summarise_parts(self, messages: list[ChatMessage], provider: Provider) -> tuple[str, list[str]] | None:
+        """(title, bullets) from the model, or None when there is nothing to summarise."""
+        transcript = prompts.transcript(messages)
+        if not transcript.strip():
+            return None
+        reply = provider.complete(prompts.SUMMARY_INSTRUCTIONS, prompts.block("conversation", transcript))
+        lines = [line.strip() for line in reply.splitlines() if line.strip()]
+        if not lines:
+            return None
+        title = lines[0].lstrip("#-* ").strip() or "Conversation"
+        bullets = [line if line.startswith("- ") else f"- {line.lstrip('-*• ').strip()}" for line in lines[1:]]
+        return title, bullets
+
+    def _write_log(self, conversation: Conversation, span: list[tuple[int, ChatMessage]], title: str, bullets: list[str]) -> str:
+        """sessions/YYYY-MM-DD-HHMM-<slug>.md: a timestamped summary with front matter."""
+        started = datetime.fromtimestamp(span[0][1].at).astimezone()
+        ended = datetime.fromtimestamp(span[-1][1].at).astimezone()
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:50] or "conversation"
+        folder = self.vault / self.config.memory.sessions_dir
+        path = folder / f"{started:%Y-%m-%d-%H%M}-{slug}.md"
+        counter = 2
+        while path.exists():
+            path = folder / f"{started:%Y-%m-%d-%H%M}-{slug}-{counter}.md"
+            counter += 1
+        body = "\n".join(
+            [
+                "---",
+                "type: session-log",
+                f"conversation: {conversation.id}",
+                f"started: {started.isoformat(timespec='seconds')}",
+                f"ended: {ended.isoformat(timespec='seconds')}",
+                f"messages: {sum(1 for _, m in span if m.role in ('user', 'assistant') and m.content)}",
+                "---",
+                f"# {title}",
+                "",
+                f"_{started:%Y-%m-%d %H:%M} – {ended:%H:%M}_",
+                "",
+                *(bullets or ["- (no details)"]),
+                "",
+            ]
+        )
+        atomic_update(path, lambda _: body)
+        rel = path.relative_to(self.vault).as_posix()
+        self.reindex(rel)
+        log.info("session log written: %s", rel)
+        return rel
+
+    def _log_unlogged(self, conversation: Conversation, provider: Provider) -> str:
+        """A session log for what is not in one yet; empty when there is nothing to log."""
+        unlogged = conversation.unlogged()
+        if not any(m.role == "user" for _, m in unlogged):
+            return ""
+        parts = self._summarise_parts([m for _, m in unlogged], provider)
+        path = self._write_log(conversation, unlogged, *parts) if parts else ""
+        self.conversations.mark_logged(conversation, unlogged[-1][0])
+        return path
+
+    def _end(self, conversation: Conversation, provider: Provider, result: TurnResult) -> str:
+        try:
+            path = self._log_unlogged(conversation, provider)
+        except ProviderError as exc:
+            # Keep the messages under another id: the idle snapshot writes the log later.
+            self.conversations.archive(conversation.id)
+            result.warnings.append(f"session log not written yet ({exc.message}); it will be retried in the background")
+            return ""
+        self.conversations.delete(conversation.id)
+        return path or result.session_log
+
+    def end(self, conversation_id: str, provider: str = "", model: str = "") -> TurnResult:
+        """/new and /exit: log the conversation and start afresh."""
+        with self._lock(conversation_id):
+            conversation = self.conversations.load(conversation_id)
+            result = TurnResult(conversation_id)
+            if not conversation.unlogged():
+                self.conversations.delete(conversation_id)
+                return result
+            result.session_log = self._end(conversation, make_provider(self.chat_config, provider, model), result)
+            return result
+
+    def snapshot_idle(self) -> list[str]:
+        """Session logs for conversations idle past the configured time (scheduled job)."""
+        written = []
+        for conversation_id in self.conversations.idle(self.chat_config.idle_minutes * 60):
+            with self._lock(conversation_id):
+                conversation = self.conversations.load(conversation_id)
+                try:
+                    path = self._log_unlogged(conversation, make_provider(self.chat_config))
+                except ProviderError as exc:
+                    log.warning("idle snapshot of %s postponed: %s", conversation_id, exc.message)
+                    continue
+                if path:
+                    written.append(path)
+                if self.conversations.is_archived(conversation_id):
+                    self.conversations.delete(conversation_id)
+        return written
+
+    # ---- memory and feedback ----
+
+    def remember(self, fact: str, kind: str = "semantic", section: str = "") -> Remembered:
+        result = self.memory.remember(fact, kind, section, self.similarity)
+        if result.added:
+            self.reindex(result.path)
+        return result
+
+    def feedback(self, conversation_id: str, good: bool, note: str = "") -> str:
+        conversation = self.conversations.load(conversation_id)
+        messages = [m for _, m in conversation.messages]
+        answer_at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant" and messages[i].content), None)
+        if answer_at is None:
+            raise ValueError("there is no answer to mark yet in this conversation")
+        question = next((m.content for m in reversed(messages[:answer_at]) if m.role == "user"), "")
+        path = self.memory.record_feedback(good, question, messages[answer_at].content, note)
+        self.reindex(path)
+        return path
+
+    def review(self, provider: str = "", model: str = "") -> tuple[list[str], bool]:
+        """Proposed procedural rules from corrections and rewards; (rules, anything_to_review)."""
+        corrections, rewards = self.memory.load_feedback()
+        if not corrections.strip() and not rewards.strip():
+            return [], False
+        material = prompts.block("corrections", corrections or "(none)") + "\n" + prompts.block("rewards", rewards or "(none)")
+        reply = make_provider(self.chat_config, provider, model).complete(prompts.REVIEW_INSTRUCTIONS, material)
+        rules = [line.strip()[2:].strip() for line in reply.splitlines() if line.strip().startswith("- ") and line.strip()[2:].strip()]
+        return rules, True
+
+    def apply_review(self, rules: list[str]) -> tuple[int, list[str]]:
+        added = self.memory.append_rules([r for r in rules if r.strip()])
+        if added:
+            self.reindex(self.config.memory.procedural_file)
+        archived = self.memory.archive_feedback()
+        for path in [self.config.memory.corrections_file, self.config.memory.rewards_file, *archived]:
+            self.reindex(path)
+        return added, archived
+
+    def warnings(self) -> list[str]:
+        counter, _ = self.engine.embedder.counter()
+        return self.memory.warnings(lambda text: counter.count([text])[0] if text else 0)

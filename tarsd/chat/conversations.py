@@ -1,0 +1,144 @@
+"""Conversations keyed by a client-chosen id, persisted in the index database so a daemon
+restart loses nothing. Messages are stored in a neutral shape (user, assistant with tool
+calls, tool results) and converted to each provider's own format when sent."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import msgspec
+
+from ..store import Store
+
+
+class ToolCall(msgspec.Struct):
+    id: str
+    name: str
+    arguments: dict = {}
+
+
+class ChatMessage(msgspec.Struct, omit_defaults=True):
+    role: str  # user | assistant | tool
+    content: str = ""
+    tool_calls: list[ToolCall] = []  # assistant: what it asked to run
+    tool_call_id: str = ""  # tool: which call this answers
+    tool_name: str = ""
+    at: float = 0.0
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: str
+    summary: str = ""
+    context: str = ""
+    logged_seq: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    # (seq, message) of messages not yet compacted, oldest first
+    messages: list[tuple[int, ChatMessage]] = field(default_factory=list)
+
+    @property
+    def chars(self) -> int:
+        return sum(len(m.content) + sum(len(str(c.arguments)) for c in m.tool_calls) for _, m in self.messages)
+
+    def unlogged(self) -> list[tuple[int, ChatMessage]]:
+        return [(seq, m) for seq, m in self.messages if seq > self.logged_seq]
+
+
+ARCHIVED = "@archived-"
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(ChatMessage).decode
+
+
+class ConversationStore:
+    """The conversation tables (schema version 2 in store.py), on the store's connection."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.conn = store.conn
+        self.lock = store.lock
+
+    def load(self, conversation_id: str) -> Conversation:
+        with self.lock, self.conn:
+            now = time.time()
+            self.conn.execute(
+                "INSERT OR IGNORE INTO conversations(id, created_at, updated_at) VALUES (?, ?, ?)", (conversation_id, now, now)
+            )
+            row = self.conn.execute(
+                "SELECT summary, context, logged_seq, created_at, updated_at FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchall()[0]
+            messages = [
+                (seq, _decode(body))
+                for seq, body in self.conn.execute(
+                    "SELECT seq, body FROM messages WHERE conversation_id = ? AND compacted = 0 ORDER BY seq", (conversation_id,)
+                )
+            ]
+        return Conversation(conversation_id, row[0], row[1], row[2], row[3], row[4], messages)
+
+    def append(self, conversation: Conversation, message: ChatMessage) -> int:
+        """Persist a message at once (a user's message is never lost to a failing provider)."""
+        message.at = message.at or time.time()
+        with self.lock, self.conn:
+            seq = self.conn.execute(
+                "SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?", (conversation.id,)
+            ).fetchall()[0][0]
+            self.conn.execute("INSERT INTO messages(conversation_id, seq, body) VALUES (?, ?, ?)", (conversation.id, seq, _encode(message)))
+            self.conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (message.at, conversation.id))
+        conversation.messages.append((seq, message))
+        conversation.updated_at = message.at
+        return seq
+
+    def set_context(self, conversation: Conversation, context: str) -> None:
+        with self.lock, self.conn:
+            self.conn.execute("UPDATE conversations SET context = ? WHERE id = ?", (context, conversation.id))
+        conversation.context = context
+
+    def compact(self, conversation: Conversation, upto_seq: int, summary: str) -> None:
+        """Replace messages up to ``upto_seq`` by the summary."""
+        with self.lock, self.conn:
+            self.conn.execute("UPDATE messages SET compacted = 1 WHERE conversation_id = ? AND seq <= ?", (conversation.id, upto_seq))
+            self.conn.execute("UPDATE conversations SET summary = ? WHERE id = ?", (summary, conversation.id))
+        conversation.summary = summary
+        conversation.messages = [(seq, m) for seq, m in conversation.messages if seq > upto_seq]
+
+    def mark_logged(self, conversation: Conversation, upto_seq: int) -> None:
+        with self.lock, self.conn:
+            self.conn.execute("UPDATE conversations SET logged_seq = max(logged_seq, ?) WHERE id = ?", (upto_seq, conversation.id))
+        conversation.logged_seq = max(conversation.logged_seq, upto_seq)
+
+    def delete(self, conversation_id: str) -> None:
+        """End a conversation: the next message under this id starts afresh."""
+        with self.lock, self.conn:
+            self.conn.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            self.conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def archive(self, conversation_id: str) -> str:
+        """Set a conversation aside under a new id (its log is still owed) so the id starts afresh."""
+        archived = f"{conversation_id}{ARCHIVED}{time.strftime('%Y%m%d-%H%M%S')}"
+        with self.lock, self.conn:
+            self.conn.execute(
+                """INSERT INTO conversations(id, created_at, updated_at, summary, context, logged_seq)
+                   SELECT ?, created_at, updated_at, summary, context, logged_seq FROM conversations WHERE id = ?""",
+                (archived, conversation_id),
+            )
+            self.conn.execute("UPDATE messages SET conversation_id = ? WHERE conversation_id = ?", (archived, conversation_id))
+            self.conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        return archived
+
+    @staticmethod
+    def is_archived(conversation_id: str) -> bool:
+        return ARCHIVED in conversation_id
+
+    def idle(self, idle_seconds: float) -> list[str]:
+        """Conversations quiet for longer than ``idle_seconds`` with messages not yet in a log."""
+        cutoff = time.time() - idle_seconds
+        with self.lock:
+            return [
+                row[0]
+                for row in self.conn.execute(
+                    """SELECT c.id FROM conversations c WHERE c.updated_at < ?
+                       AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.seq > c.logged_seq)""",
+                    (cutoff,),
+                )
+            ]

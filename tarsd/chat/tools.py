@@ -1,0 +1,133 @@
+"""Tools the model may call. The model only asks: daemon code runs them, checks their
+arguments, and wraps any vault text it returns in tagged data blocks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from ..memory import MemoryFiles, Similarity, read_text
+from ..search import MODES, Searcher
+from ..vault import is_ignored
+from . import prompts
+from .conversations import ToolCall
+
+MAX_NOTE_CHARS = 20_000
+
+SPECS = [
+    {
+        "name": "memory_search",
+        "description": "Search the user's notes, memory files and past session logs. Returns the best matching passages.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "what to look for, in natural language or keywords"},
+                "limit": {"type": "integer", "description": "how many results (1-20, default 5)"},
+                "mode": {"type": "string", "enum": list(MODES), "description": "hybrid (default), fts (keywords) or vec (meaning)"},
+            },
+            "required": ["query"],
+        },
+    },
+    {
+        "name": "memory_remember",
+        "description": "Store a durable fact about the user (kind semantic) or a standing rule for how to work (kind procedural). "
+        "Near-duplicates of what is already stored are not added twice.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "fact": {"type": "string", "description": "one terse line, e.g. 'Dog: Perry (beagle)'"},
+                "kind": {"type": "string", "enum": ["semantic", "procedural"]},
+                "section": {"type": "string", "description": "optional heading in Memory.md, e.g. Core, Work, Preferences"},
+            },
+            "required": ["fact"],
+        },
+    },
+    {
+        "name": "read_note",
+        "description": "Read a note from the vault, whole or a range of lines (1-based, inclusive).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "path inside the vault, as memory_search returns it"},
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"},
+            },
+            "required": ["path"],
+        },
+    },
+]
+
+
+class ToolError(Exception):
+    pass
+
+
+class Tools:
+    def __init__(self, vault: Path, searcher: Searcher, memory: MemoryFiles, similarity: Similarity | None, reindex: Callable[[str], None]):
+        self.vault = vault
+        self.searcher = searcher
+        self.memory = memory
+        self.similarity = similarity
+        self.reindex = reindex
+
+    def run(self, call: ToolCall) -> str:
+        """The tool's result as text for the model; errors are returned, not raised, so the
+        model can correct itself."""
+        handler = {"memory_search": self._search, "memory_remember": self._remember, "read_note": self._read}.get(call.name)
+        if handler is None:
+            return f"error: there is no tool named {call.name!r}"
+        try:
+            return handler(call.arguments if isinstance(call.arguments, dict) else {})
+        except (ToolError, ValueError, TypeError) as exc:
+            return f"error: {exc}"
+
+    def _search(self, args: dict) -> str:
+        query = str(args.get("query") or "").strip()
+        if not query:
+            raise ToolError("query is required")
+        limit = _int(args.get("limit"), 5, 1, 20)
+        mode = str(args.get("mode") or "hybrid")
+        if mode not in MODES:
+            raise ToolError(f"mode must be one of {', '.join(MODES)}")
+        response = self.searcher.search(query, mode=mode, limit=limit)
+        if not response.results:
+            return "no results"
+        header = prompts.DATA_PREFACE + "\n"
+        return header + prompts.block("search-results", prompts.notes_block(response.results), query=query)
+
+    def _remember(self, args: dict) -> str:
+        fact = str(args.get("fact") or "")
+        kind = str(args.get("kind") or "semantic")
+        result = self.memory.remember(fact, kind, str(args.get("section") or ""), self.similarity)
+        if not result.added:
+            return json.dumps({"added": False, "reason": "already remembered", "existing": result.duplicate_of})
+        self.reindex(result.path)
+        return json.dumps({"added": True, "file": result.path, "section": result.section})
+
+    def _read(self, args: dict) -> str:
+        rel = str(args.get("path") or "").strip().lstrip("/")
+        target = (self.vault / rel).resolve()
+        if not rel or not target.is_relative_to(self.vault) or is_ignored(target.relative_to(self.vault).as_posix()):
+            raise ToolError(f"{rel!r} is not a note in the vault")
+        if not target.is_file():
+            raise ToolError(f"no note at {rel!r}")
+        lines = read_text(target).splitlines()
+        start = _int(args.get("start_line"), 1, 1, max(1, len(lines)))
+        end = _int(args.get("end_line"), len(lines), start, max(start, len(lines)))
+        text = "\n".join(lines[start - 1 : end])
+        truncated = len(text) > MAX_NOTE_CHARS
+        text = text[:MAX_NOTE_CHARS]
+        note = prompts.block("note", text, path=rel, lines=f"{start}-{end}")
+        suffix = f"\n(truncated at {MAX_NOTE_CHARS} characters: ask for a smaller line range)" if truncated else ""
+        return prompts.DATA_PREFACE + "\n" + note + suffix
+
+
+def _int(value: object, default: int, low: int, high: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ToolError(f"expected a whole number, got {value!r}") from None
+    return min(max(number, low), high)
