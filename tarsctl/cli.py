@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from . import __version__
+from .chat import ChatSession, remember, repl
 from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
 from .protocol import Error, Index, IndexDone, Ping, Progress, Search, SearchResults, Status, Stop
 
@@ -23,9 +24,10 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="search index status ping stop completion"
+    local commands="chat search remember review index status ping stop completion"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
+        --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
         --type) COMPREPLY=($(compgen -W "semantic procedural episodic note" -- "$cur")); return ;;
         completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")); return ;;
         index) COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -37,6 +39,8 @@ _tarsctl() {
             search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks --json" -- "$cur")) ;;
             index) COMPREPLY=($(compgen -W "--full --json" -- "$cur")) ;;
             status|ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
+            chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json" -- "$cur")) ;;
+            remember) COMPREPLY=($(compgen -W "--procedural --section" -- "$cur")) ;;
         esac
     fi
 }
@@ -47,8 +51,9 @@ ZSH_COMPLETION = """\
 #compdef tarsctl
 _tarsctl() {
     local -a commands
-    commands=(search:'search the vault' index:'index the vault or paths' status:'daemon status'
-              ping:'check the daemon answers' stop:'stop the daemon' completion:'print a completion script')
+    commands=(chat:'chat with tars' search:'search the vault' remember:'save a fact' review:'review feedback'
+              index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
+              completion:'print a completion script')
     if (( CURRENT == 2 )); then _describe command commands; return; fi
     case $words[2] in
         search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
@@ -56,6 +61,9 @@ _tarsctl() {
                   '--all-chunks' '--json' '*:query' ;;
         index) _arguments '--full' '--json' '*:path:_files' ;;
         status|ping) _arguments '--json' ;;
+        chat) _arguments '--conversation[id]:id' '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
+                '--repl' '--json' '*:message' ;;
+        remember) _arguments '--procedural' '--section[heading]:heading' '*:fact' ;;
         completion) _arguments '1:shell:(bash zsh)' ;;
     esac
 }
@@ -91,6 +99,21 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("paths", nargs="*")
     index.add_argument("--full", action="store_true", help="re-read and re-chunk every file")
     index.add_argument("--json", action="store_true")
+
+    chat = commands.add_parser("chat", help="chat with tars: a REPL, or one message (argument or stdin)")
+    chat.add_argument("message", nargs="*", help="a one-shot message (also read from stdin when it is not a terminal)")
+    chat.add_argument("--conversation", help="conversation id (default: cli for the REPL, oneshot for one message)")
+    chat.add_argument("--provider", choices=("ollama", "anthropic"), default="")
+    chat.add_argument("--model", default="")
+    chat.add_argument("--repl", action="store_true", help="interactive even when stdin is not a terminal")
+    chat.add_argument("--json", action="store_true", help="one-shot: print the final reply as JSON, no streaming")
+
+    remember = commands.add_parser("remember", help="save a fact to Memory.md (or a rule with --procedural)")
+    remember.add_argument("fact", nargs="+")
+    remember.add_argument("--procedural", action="store_true", help="a rule for how tars works, not a fact about you")
+    remember.add_argument("--section", default="", help="the Memory.md heading to put it under")
+
+    commands.add_parser("review", help="turn /w and /r feedback into procedural rules, with your approval")
 
     for name, text in (("status", "show what the daemon is doing"), ("ping", "check that the daemon answers")):
         commands.add_parser(name, help=text).add_argument("--json", action="store_true")
@@ -260,7 +283,45 @@ def _stop(client: Client, args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"search": _search, "index": _index, "status": _status, "ping": _ping, "stop": _stop}
+def _chat(client: Client, args) -> int:
+    interactive = args.repl or (not args.message and sys.stdin.isatty())
+    session = ChatSession(client, args.conversation or ("cli" if interactive else "oneshot"), args.provider, args.model)
+    if interactive:
+        return repl(session)
+    message = " ".join(args.message) if args.message else sys.stdin.read()
+    if not message.strip():
+        print("tarsctl: nothing to say: give a message or pipe one in", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        session.out = open(os.devnull, "w")  # noqa: SIM115 - the JSON reply is the output
+    reply = session.say(message, end=True)
+    if isinstance(reply, Error):
+        return EXIT_REMOTE
+    if args.json:
+        _emit_json(reply)
+    return EXIT_OK
+
+
+def _remember(client: Client, args) -> int:
+    remember(client, " ".join(args.fact), "procedural" if args.procedural else "semantic", args.section)
+    return EXIT_OK
+
+
+def _review(client: Client, args) -> int:
+    ChatSession(client, "cli", "", "").review(input)
+    return EXIT_OK
+
+
+COMMANDS = {
+    "search": _search,
+    "index": _index,
+    "status": _status,
+    "ping": _ping,
+    "stop": _stop,
+    "chat": _chat,
+    "remember": _remember,
+    "review": _review,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -104,6 +104,14 @@ class Client:
             last = reply
         return last
 
+    def send(self, message: Message) -> None:
+        """Send one frame (a request, or a cancel while a chat streams)."""
+        self._send(message)
+
+    def receive(self) -> Message:
+        """Read one frame from the daemon."""
+        return self._receive()
+
     def _send(self, message: Message) -> None:
         assert self._sock is not None
         try:

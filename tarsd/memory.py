@@ -25,7 +25,7 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 DEFAULT_SECTION = "Notes"
 # Above these, a new fact is taken for one already remembered.
 DUPLICATE_TEXT_RATIO = 0.88
-DUPLICATE_COSINE = 0.85
+DUPLICATE_COSINE = 0.78  # MiniLM: "my dog is Perry" vs "Dog: Perry (beagle)" 0.79; peanuts vs shellfish allergy 0.46
 # A fact joins the section holding its most similar bullet when they are at least this close.
 SECTION_COSINE = 0.35
 

@@ -1,10 +1,12 @@
 """Keyword (FTS5 BM25), vector (sqlite-vec KNN) and hybrid (RRF) search over the index.
 
 Scores are 0..1 in every mode and carry the design's bands:
-- ``fts``: BM25 magnitude squashed as ``s / (1 + s)``;
-- ``vec``: cosine similarity (negative clamped to 0);
 - ``hybrid``: Reciprocal Rank Fusion, ``sum 1 / (k + rank)`` over both lists with k = 60,
   divided by its maximum ``2 / (k + 1)``: first in both lists scores 1.0, first in only one 0.5.
+- ``fts``: the same rank score over the one BM25 list (``(k + 1) / (k + rank)``), as the
+  original plan does: raw BM25 values depend on the size of the vault (with a handful of
+  notes every IDF is near zero), ranks do not. Every fts result shares a word with the query.
+- ``vec``: cosine similarity (negative clamped to 0), which means the same in any vault.
 """
 
 from __future__ import annotations
@@ -140,8 +142,7 @@ class Searcher:
         fts_hits = self.store.fts_search(match, depth, memory_types, path_prefix) if match and response.mode in ("fts", "hybrid") else []
 
         if response.mode == "fts":
-            scored = [(chunk, abs(s) / (1 + abs(s))) for chunk, s in fts_hits]
-            ranked = self._collapse(scored, per_file)
+            ranked = self._fuse([self._collapse(fts_hits, per_file)], per_file)
         elif response.mode == "vec":
             scored = [(chunk, max(0.0, 1.0 - d)) for chunk, d in vec_hits or []]
             ranked = self._collapse(scored, per_file)

@@ -71,9 +71,17 @@ def make_engine(tmp_path: Path, vault: Path, model_dir: Path):
 
 @pytest.fixture
 def fake_ollama():
-    from fake_ollama import FakeOllama
+    from fake_llm import FakeOllama
 
     with FakeOllama() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_anthropic():
+    from fake_llm import FakeAnthropic
+
+    with FakeAnthropic() as server:
         yield server
 
 

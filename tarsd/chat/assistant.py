@@ -102,7 +102,7 @@ class Assistant:
             result.warnings.append(f"no relevant context: {exc}")
             return ""
         result.warnings.extend(response.warnings)
-        return prompts.block("relevant-context", prompts.notes_block(response.results)) if response.results else ""
+        return prompts.wrap("relevant-context", prompts.notes_block(response.results)) if response.results else ""
 
     def _answer(self, conversation: Conversation, provider: Provider, emit: Emit, cancel: threading.Event, result: TurnResult) -> None:
         memory, rules = self.memory.read_semantic(), self.memory.read_procedural()

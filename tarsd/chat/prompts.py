@@ -38,8 +38,14 @@ def escape(text: str) -> str:
 
 
 def block(tag: str, text: str, **attributes: str) -> str:
+    """Vault text in a tagged block; our tag names inside it are neutralised."""
+    return wrap(tag, escape(text.strip()), **attributes)
+
+
+def wrap(tag: str, blocks: str, **attributes: str) -> str:
+    """A tagged block around blocks already built (their text is escaped already)."""
     attrs = "".join(f' {key}="{html.escape(str(value), quote=True)}"' for key, value in attributes.items())
-    return f"<{tag}{attrs}>\n{escape(text.strip())}\n</{tag}>"
+    return f"<{tag}{attrs}>\n{blocks.strip()}\n</{tag}>"
 
 
 def system_prompt(memory: str, rules: str, context: str, summary: str) -> str:

@@ -103,7 +103,7 @@ class OllamaProvider(Provider):
                 stream=True,
                 options={"num_predict": self.config.max_tokens},
             )
-            stop = "stop"
+            stop = None
             for chunk in chunks:
                 if cancel.is_set():
                     stop = "cancelled"
@@ -117,6 +117,10 @@ class OllamaProvider(Provider):
                     yield ToolCallEvent(ToolCall(id=f"call_{next(ids)}", name=call.function.name, arguments=arguments))
                 if chunk.done:
                     stop = chunk.done_reason or "stop"
+            if stop is None:
+                raise ProviderError(
+                    "stream_broken", "the answer from Ollama ended before it was done", "send the message again", "".join(partial)
+                )
             yield Done(stop)
         except self._ollama.ResponseError as exc:
             if exc.status_code == 404:
@@ -232,9 +236,10 @@ class AnthropicProvider(Provider):
             raise ProviderError(
                 "unreachable", f"cannot reach Anthropic at {where}: {exc}", "check the network, or [chat] anthropic_base_url"
             ) from exc
-        except (anthropic.APIError, httpx.HTTPError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the SDK's transport (a vendored httpx) raises its own types mid-stream
             code = "stream_broken" if partial else "provider_error"
-            raise ProviderError(code, f"Anthropic failed: {_detail(exc)}", "send the message again", "".join(partial)) from exc
+            what = "the answer from Anthropic broke off" if partial else "Anthropic failed"
+            raise ProviderError(code, f"{what}: {_detail(exc)}", "send the message again", "".join(partial)) from exc
 
 
 def _detail(exc: Exception) -> str:

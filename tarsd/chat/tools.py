@@ -94,7 +94,7 @@ class Tools:
         if not response.results:
             return "no results"
         header = prompts.DATA_PREFACE + "\n"
-        return header + prompts.block("search-results", prompts.notes_block(response.results), query=query)
+        return header + prompts.wrap("search-results", prompts.notes_block(response.results), query=query)
 
     def _remember(self, args: dict) -> str:
         fact = str(args.get("fact") or "")

@@ -1,0 +1,223 @@
+"""`tarsctl chat`: one-shot messages and the REPL, with streaming, slash commands,
+Ctrl-C to cancel an answer, and the /review approval loop."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .client import Client, RemoteError
+from .protocol import (
+    ApplyReview,
+    Cancel,
+    Chat,
+    ChatDelta,
+    ChatDone,
+    EndConversation,
+    Error,
+    Feedback,
+    Remember,
+    Review,
+    ReviewApplied,
+    ReviewProposals,
+    Search,
+    SearchResults,
+    ToolActivity,
+)
+
+HELP = """\
+  /search QUERY     search memory (hybrid)      /sgrep QUERY   keywords only     /svec QUERY   by meaning
+  /remember FACT    save a fact to Memory.md    /w [NOTE]      last answer was wrong
+  /r [NOTE]         last answer was good        /review        turn feedback into rules
+  /new              log this conversation and start a new one
+  /help             this help                   /exit          log the conversation and quit (Ctrl-D too)
+  Ctrl-C while tars answers stops the answer; the conversation goes on."""
+
+
+class ChatSession:
+    def __init__(self, client: Client, conversation: str, provider: str, model: str, out=sys.stdout, err=sys.stderr):
+        self.client = client
+        self.conversation = conversation
+        self.provider = provider
+        self.model = model
+        self.out = out
+        self.err = err
+
+    def say(self, message: str, end: bool = False) -> ChatDone | Error:
+        """Send a message and stream the answer. Ctrl-C sends a cancel and waits for the end."""
+        request_id = self.client.next_id()
+        self.client.send(
+            Chat(id=request_id, conversation=self.conversation, message=message, provider=self.provider, model=self.model, end=end)
+        )
+        cancelled = False
+        while True:
+            try:
+                reply = self.client.receive()
+            except KeyboardInterrupt:
+                if not cancelled:
+                    cancelled = True
+                    self.client.send(Cancel(id=request_id))
+                    print("\n[cancelling]", file=self.err, flush=True)
+                continue
+            if isinstance(reply, ChatDelta):
+                self.out.write(reply.text)
+                self.out.flush()
+            elif isinstance(reply, ToolActivity):
+                if reply.phase == "call":
+                    arguments = ", ".join(f"{k}={v!r}" for k, v in reply.arguments.items())
+                    print(f"\n  · {reply.name}({arguments})", file=self.err, flush=True)
+            elif isinstance(reply, (ChatDone, Error)):
+                if isinstance(reply, ChatDone):
+                    if reply.text and not reply.text.endswith("\n"):
+                        self.out.write("\n")
+                    if reply.cancelled:
+                        print("[answer cancelled]", file=self.err)
+                    for warning in reply.warnings:
+                        print(f"warning: {warning}", file=self.err)
+                    if reply.session_log:
+                        print(f"session log: {reply.session_log}", file=self.err)
+                else:
+                    print_error(reply, self.err)
+                self.out.flush()
+                return reply
+
+    def end(self) -> None:
+        try:
+            reply = self.client.call(
+                EndConversation(id=self.client.next_id(), conversation=self.conversation, provider=self.provider, model=self.model)
+            )
+        except RemoteError as exc:
+            print_error(exc.error, self.err)
+            return
+        for warning in reply.warnings:
+            print(f"warning: {warning}", file=self.err)
+        if reply.session_log:
+            print(f"session log: {reply.session_log}", file=self.err)
+
+    def search(self, query: str, mode: str) -> None:
+        if not query:
+            print("usage: /search QUERY", file=self.err)
+            return
+        reply = self.client.call(Search(id=self.client.next_id(), query=query, mode=mode, limit=5))
+        assert isinstance(reply, SearchResults)
+        for warning in reply.warnings:
+            print(f"warning: {warning}", file=self.err)
+        if not reply.results:
+            print("no results", file=self.out)
+        for hit in reply.results:
+            where = " › ".join(part for part in (hit.title, hit.heading_path) if part)
+            print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]\n    {hit.snippet}", file=self.out)
+
+    def feedback(self, good: bool, note: str) -> None:
+        reply = self.client.call(Feedback(id=self.client.next_id(), conversation=self.conversation, good=good, note=note))
+        print(f"noted in {reply.path}", file=self.out)
+
+    def review(self, ask: Callable[[str], str]) -> None:
+        proposals = self.client.call(Review(id=self.client.next_id(), provider=self.provider, model=self.model))
+        assert isinstance(proposals, ReviewProposals)
+        if proposals.nothing_to_review:
+            print("nothing to review: no corrections or rewards yet (/w and /r add them)", file=self.out)
+            return
+        if not proposals.rules:
+            print("the model proposed no rules", file=self.out)
+        approved = []
+        for number, rule in enumerate(proposals.rules, 1):
+            print(f"  {number}. {rule}", file=self.out)
+            answer = ask("     keep it? [y]es / [n]o / [e]dit: ").strip().lower()
+            if answer.startswith("e"):
+                edited = ask("     rule: ").strip()
+                if edited:
+                    approved.append(edited)
+            elif answer.startswith("y"):
+                approved.append(rule)
+        done = self.client.call(ApplyReview(id=self.client.next_id(), rules=approved))
+        assert isinstance(done, ReviewApplied)
+        print(f"{done.added} rule(s) added to the procedural rules; archived: {', '.join(done.archived) or 'nothing'}", file=self.out)
+
+
+def print_error(error: Error, stream=sys.stderr) -> None:
+    print(f"tarsctl: {error.message}" + (f"\n  hint: {error.hint}" if error.hint else ""), file=stream)
+
+
+def _history_file() -> Path:
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "tars" / "tarsctl_history"
+
+
+def repl(session: ChatSession) -> int:
+    """Read-eval-print loop. Line editing and history come from readline where available."""
+    try:
+        import readline
+
+        history = _history_file()
+        history.parent.mkdir(parents=True, exist_ok=True)
+        if history.exists():
+            readline.read_history_file(history)
+    except (ImportError, OSError):
+        readline = None
+    print(f"tars chat (conversation {session.conversation}): /help for commands, Ctrl-D to quit", file=session.err)
+    try:
+        while True:
+            try:
+                line = input("you> ").strip()
+            except EOFError:
+                print(file=session.err)
+                session.end()
+                return 0
+            except KeyboardInterrupt:
+                print(file=session.err)
+                continue
+            if not line:
+                continue
+            try:
+                if not _command(session, line):
+                    return 0
+            except RemoteError as exc:
+                print_error(exc.error, session.err)
+    finally:
+        if readline is not None:
+            try:
+                readline.write_history_file(_history_file())
+            except OSError:
+                pass
+
+
+def _command(session: ChatSession, line: str) -> bool:
+    """Handle one line; False means quit."""
+    if not line.startswith("/"):
+        session.say(line)
+        return True
+    name, _, rest = line.partition(" ")
+    rest = rest.strip()
+    if name == "/exit" or name == "/quit":
+        session.end()
+        return False
+    if name == "/new":
+        session.end()
+        print("new conversation", file=session.err)
+    elif name in ("/search", "/sgrep", "/svec"):
+        session.search(rest, {"/search": "hybrid", "/sgrep": "fts", "/svec": "vec"}[name])
+    elif name == "/remember":
+        if not rest:
+            print("usage: /remember FACT", file=session.err)
+        else:
+            remember(session.client, rest, "semantic", "", session.out)
+    elif name in ("/w", "/r"):
+        session.feedback(name == "/r", rest)
+    elif name == "/review":
+        session.review(input)
+    elif name == "/help":
+        print(HELP, file=session.out)
+    else:
+        print(f"unknown command {name}: /help lists them", file=session.err)
+    return True
+
+
+def remember(client: Client, fact: str, kind: str, section: str, out=sys.stdout) -> None:
+    reply = client.call(Remember(id=client.next_id(), fact=fact, kind=kind, section=section))
+    if reply.added:
+        print(f"remembered in {reply.path}" + (f" under {reply.section}" if reply.section else ""), file=out)
+    else:
+        print(f"already remembered in {reply.path}: {reply.duplicate_of}", file=out)
