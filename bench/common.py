@@ -161,7 +161,7 @@ def print_table(headers: list[str], rows: list[list[object]], title: str = "") -
     right = [all(_NUMERIC.match(r[i]) for r in cells if r[i]) for i in range(len(headers))]
 
     def line(row: list[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)).rstrip()
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right, strict=True)).rstrip()
 
     if title:
         print(f"\n{title}")

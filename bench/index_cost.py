@@ -66,17 +66,31 @@ def model_child(vault: Path, db: Path, sample_size: int) -> None:
         log(f"[model] batch {batch}: {rates[batch]:.1f} chunks/s")
     engine.close()
     scan = progress.finished.get("scan", 0.0)
-    print(json.dumps({
-        "notes": report.indexed, "chunks": report.chunks, "embedded": report.vectors_embedded, "seconds": report.seconds,
-        "embed_seconds": report.seconds - scan, "load_seconds": load_seconds, "peak_rss_mb": peak, "vm_hwm_mb": hwm,
-        "sample": len(sample), "configured_batch": configured, "rates": rates,
-    }))
+    print(
+        json.dumps(
+            {
+                "notes": report.indexed,
+                "chunks": report.chunks,
+                "embedded": report.vectors_embedded,
+                "seconds": report.seconds,
+                "embed_seconds": report.seconds - scan,
+                "load_seconds": load_seconds,
+                "peak_rss_mb": peak,
+                "vm_hwm_mb": hwm,
+                "sample": len(sample),
+                "configured_batch": configured,
+                "rates": rates,
+            }
+        )
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=10_000, help="notes in the vault (default 10,000)")
-    parser.add_argument("--model-notes", type=int, default=1_000, help="notes cold-indexed with the model; 0 means the whole vault (default 1,000)")
+    parser.add_argument(
+        "--model-notes", type=int, default=1_000, help="notes cold-indexed with the model; 0 means the whole vault (default 1,000)"
+    )
     parser.add_argument("--sample", type=int, default=500, help="chunk texts embedded directly to measure the bare model (default 500)")
     parser.add_argument("--edits", type=int, default=20, help="single-note edits timed (default 20)")
     parser.add_argument("--model-child", nargs=2, type=Path, help=argparse.SUPPRESS)  # VAULT DB: the child process of (d)
@@ -114,7 +128,9 @@ def main() -> None:
         log(f"(d) cold index with the model of {model_notes:,} notes in a child process (parent RSS {proc_status_mb():.0f} MB)")
         child = subprocess.run(
             [sys.executable, __file__, "--model-child", str(model_vault), str(Path(tmp) / "model.sqlite3"), "--sample", str(args.sample)],
-            stdout=subprocess.PIPE, text=True, check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+            check=True,
         )
         model = json.loads(child.stdout.strip().splitlines()[-1])
 
@@ -123,22 +139,43 @@ def main() -> None:
     pipeline = model["embedded"] / model["seconds"]
     ratio = pipeline / bare
     which = "all" if model_notes == notes else "a sample"
-    print_table(["measure", "value", "target", "met"], [
-        ["(a) cold index, no embedder", f"{cold.indexed / cold.seconds:,.0f} notes/s", ">= 2,000 notes/s", met(cold.indexed / cold.seconds >= 2000)],
-        [f"(b) no-op re-sync (median of {NOOP_RUNS})", f"{noop * 1000:,.1f} ms", "<= 500 ms", met(noop <= 0.5)],
-        [f"(c) one edited note (median of {len(edits)})", f"{statistics.median(edits) * 1000:,.1f} ms", "<= 50 ms", met(statistics.median(edits) <= 0.05)],
-        ["(d) cold index, local model", f"{model['notes'] / model['seconds']:,.1f} notes/s", "", ""],
-        ["(d) cold index, local model", f"{pipeline:,.1f} chunks/s", "", ""],
-        ["(d) embedding phase only", f"{model['embedded'] / model['embed_seconds']:,.1f} chunks/s", "", ""],
-        [f"(d) bare model, batch {model['configured_batch']}", f"{bare:,.1f} chunks/s", "", ""],
-        ["(d) pipeline / bare model", f"{ratio:.2f}", ">= 0.90", met(ratio >= 0.9)],
-        ["(e) peak RSS, model cold index", f"{model['peak_rss_mb']:,.0f} MB (VmHWM {model['vm_hwm_mb']:,.0f})", "<= 500 MB",
-         met(model["peak_rss_mb"] <= 500)],
-    ], f"Index cost: {notes:,}-note vault ({cold.chunks:,} keyword chunks); (d) and (e) on {which} of it: "
-       f"{model['notes']:,} notes, {model['embedded']:,} chunks embedded in {model['seconds']:,.1f} s (model load {model['load_seconds']:.1f} s, not counted)")
-    print_table(["batch size", "chunks/s", "vs batch 1"],
-                [[b, f"{r:,.1f}", f"{r / rates[1]:.2f}"] for b, r in sorted(rates.items())],
-                f"Bare model throughput on {model['sample']} of those chunk texts (configured batch size: {model['configured_batch']})")
+    print_table(
+        ["measure", "value", "target", "met"],
+        [
+            [
+                "(a) cold index, no embedder",
+                f"{cold.indexed / cold.seconds:,.0f} notes/s",
+                ">= 2,000 notes/s",
+                met(cold.indexed / cold.seconds >= 2000),
+            ],
+            [f"(b) no-op re-sync (median of {NOOP_RUNS})", f"{noop * 1000:,.1f} ms", "<= 500 ms", met(noop <= 0.5)],
+            [
+                f"(c) one edited note (median of {len(edits)})",
+                f"{statistics.median(edits) * 1000:,.1f} ms",
+                "<= 50 ms",
+                met(statistics.median(edits) <= 0.05),
+            ],
+            ["(d) cold index, local model", f"{model['notes'] / model['seconds']:,.1f} notes/s", "", ""],
+            ["(d) cold index, local model", f"{pipeline:,.1f} chunks/s", "", ""],
+            ["(d) embedding phase only", f"{model['embedded'] / model['embed_seconds']:,.1f} chunks/s", "", ""],
+            [f"(d) bare model, batch {model['configured_batch']}", f"{bare:,.1f} chunks/s", "", ""],
+            ["(d) pipeline / bare model", f"{ratio:.2f}", ">= 0.90", met(ratio >= 0.9)],
+            [
+                "(e) peak RSS, model cold index",
+                f"{model['peak_rss_mb']:,.0f} MB (VmHWM {model['vm_hwm_mb']:,.0f})",
+                "<= 500 MB",
+                met(model["peak_rss_mb"] <= 500),
+            ],
+        ],
+        f"Index cost: {notes:,}-note vault ({cold.chunks:,} keyword chunks); (d) and (e) on {which} of it: "
+        f"{model['notes']:,} notes, {model['embedded']:,} chunks embedded in {model['seconds']:,.1f} s "
+        f"(model load {model['load_seconds']:.1f} s, not counted)",
+    )
+    print_table(
+        ["batch size", "chunks/s", "vs batch 1"],
+        [[b, f"{r:,.1f}", f"{r / rates[1]:.2f}"] for b, r in sorted(rates.items())],
+        f"Bare model throughput on {model['sample']} of those chunk texts (configured batch size: {model['configured_batch']})",
+    )
 
 
 if __name__ == "__main__":

@@ -38,14 +38,16 @@ def select_docs(corpus: list[dict], needed: set[str], limit: int) -> list[dict]:
     if not limit:
         return corpus
     chosen = [d for d in corpus if d["_id"] in needed]
-    others = (d for d in corpus if d["_id"] not in needed)
-    return chosen + [d for _, d in zip(range(max(0, limit - len(chosen))), others)]
+    others = [d for d in corpus if d["_id"] not in needed]
+    return chosen + others[: max(0, limit - len(chosen))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=0, help="use only the first N judged test queries (default: all 300)")
-    parser.add_argument("--docs", type=int, default=0, help="index only N abstracts, always including those judged for the queries (default: all)")
+    parser.add_argument(
+        "--docs", type=int, default=0, help="index only N abstracts, always including those judged for the queries (default: all)"
+    )
     parser.add_argument("--keep-db", type=Path, help="index database to create or reuse (default: a temporary one)")
     args = parser.parse_args()
 
@@ -62,8 +64,10 @@ def main() -> None:
         try:
             report = engine.indexer.sync(progress=Progress("index"))
             counts = engine.store.counts()
-            log(f"indexed in {report.seconds:,.1f} s: {counts['files']:,} notes, {counts['chunks']:,} chunks, "
-                f"{report.vectors_embedded:,} embedded, {counts['pending_vectors']:,} pending")
+            log(
+                f"indexed in {report.seconds:,.1f} s: {counts['files']:,} notes, {counts['chunks']:,} chunks, "
+                f"{report.vectors_embedded:,} embedded, {counts['pending_vectors']:,} pending"
+            )
             if report.embedder_error or counts["pending_vectors"]:
                 sys.exit(f"the index has no vectors for every chunk: {report.embedder_error or 'pending vectors left'}")
 
@@ -88,8 +92,11 @@ def main() -> None:
             target += " and > fts, vec"
             ok = ok and ndcg > max(scores["fts"][0], scores["vec"][0])
         rows.append([mode, f"{ndcg:.4f}", f"{recall:.4f}", target, met(ok)])
-    print_table(["mode", "nDCG@10", "Recall@100", "target (nDCG@10)", "met"], rows,
-                f"SciFact test: {len(qids)} queries over {len(docs):,} abstracts ({counts['chunks']:,} chunks)")
+    print_table(
+        ["mode", "nDCG@10", "Recall@100", "target (nDCG@10)", "met"],
+        rows,
+        f"SciFact test: {len(qids)} queries over {len(docs):,} abstracts ({counts['chunks']:,} chunks)",
+    )
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ def main() -> None:
                 def run(query: str) -> None:
                     searcher._query_vectors.clear()  # time the query embedding too
                     searcher.search(query, mode=mode, limit=10)
+
                 return run
 
             for query in warmup:
@@ -72,8 +73,11 @@ def main() -> None:
         p50, p99 = percentile(times, 50), percentile(times, 99)
         target = [f"p50 <= {HYBRID_P50_MS:g} ms", met(p50 <= HYBRID_P50_MS)] if name == "hybrid" else ["", ""]
         rows.append([name, len(times), f"{p50:.2f}", f"{p99:.2f}", *target])
-    print_table(["mode", "queries", "p50 ms", "p99 ms", "target", "met"], rows,
-                f"Search latency, limit 10, one result per file: {notes:,}-note vault ({counts['chunks']:,} chunks with vectors)")
+    print_table(
+        ["mode", "queries", "p50 ms", "p99 ms", "target", "met"],
+        rows,
+        f"Search latency, limit 10, one result per file: {notes:,}-note vault ({counts['chunks']:,} chunks with vectors)",
+    )
 
 
 if __name__ == "__main__":

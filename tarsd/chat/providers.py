@@ -138,13 +138,7 @@ class OllamaProvider(Provider):
                 code, f"Ollama at {host} failed: {exc.error}", "send the message again; see `journalctl` / Ollama's log", "".join(partial)
             ) from exc
         except (ConnectionError, httpx.HTTPError, OSError) as exc:
-            if partial:
-                raise ProviderError(
-                    "stream_broken", f"the answer from Ollama broke off: {exc}", "send the message again", "".join(partial)
-                ) from exc
-            raise ProviderError(
-                "unreachable", f"cannot reach Ollama at {host}: {exc}", "start it with `ollama serve`, or set [chat] ollama_host"
-            ) from exc
+            raise _transport_error("Ollama", host, exc, partial, "start it with `ollama serve`, or set [chat] ollama_host") from exc
 
 
 class AnthropicProvider(Provider):
@@ -229,17 +223,18 @@ class AnthropicProvider(Provider):
                 "".join(partial),
             ) from exc
         except anthropic.APIConnectionError as exc:
-            if partial:
-                raise ProviderError(
-                    "stream_broken", f"the answer from Anthropic broke off: {exc}", "send the message again", "".join(partial)
-                ) from exc
-            raise ProviderError(
-                "unreachable", f"cannot reach Anthropic at {where}: {exc}", "check the network, or [chat] anthropic_base_url"
-            ) from exc
+            raise _transport_error("Anthropic", where, exc, partial, "check the network, or [chat] anthropic_base_url") from exc
         except Exception as exc:  # noqa: BLE001 - the SDK's transport (a vendored httpx) raises its own types mid-stream
             code = "stream_broken" if partial else "provider_error"
             what = "the answer from Anthropic broke off" if partial else "Anthropic failed"
             raise ProviderError(code, f"{what}: {_detail(exc)}", "send the message again", "".join(partial)) from exc
+
+
+def _transport_error(provider: str, where: str, exc: Exception, partial: list[str], hint: str) -> ProviderError:
+    """A connection failure: before any text, the provider is unreachable; after, the stream broke."""
+    if partial:
+        return ProviderError("stream_broken", f"the answer from {provider} broke off: {exc}", "send the message again", "".join(partial))
+    return ProviderError("unreachable", f"cannot reach {provider} at {where}: {exc}", hint)
 
 
 def _detail(exc: Exception) -> str:
