@@ -10,6 +10,7 @@ transaction, so a slow model never blocks readers or the next file.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -97,7 +98,8 @@ class Indexer:
             gone = [p for p in known if p not in disk]
             todo = list(disk.values())
         else:
-            disk_files = [(p, stat_note(self.root, p)) for p in (_relative(self.root, p) for p in paths)]
+            wanted = dict.fromkeys(_relative(self.root, p) for p in paths)  # in order, once each
+            disk_files = [(p, stat_note(self.root, p)) for p in wanted]
             known = {p: s for p, _ in disk_files if (s := self.store.file_state(p)) is not None}
             gone = [p for p, d in disk_files if d is None and p in known]
             todo = [d for _, d in disk_files if d is not None]
@@ -223,10 +225,9 @@ class Indexer:
 
 
 def _relative(root: Path, path: str) -> str:
-    candidate = Path(path)
-    if candidate.is_absolute():
-        try:
-            return candidate.resolve().relative_to(root).as_posix() if candidate.exists() else candidate.relative_to(root).as_posix()
-        except ValueError:
-            return candidate.as_posix()
-    return candidate.as_posix()
+    """A vault-relative, normalised path; a path outside the vault is refused."""
+    candidate = Path(os.path.normpath(root / path))  # an absolute path replaces root
+    try:
+        return candidate.relative_to(root).as_posix()
+    except ValueError:
+        raise ValueError(f"{path} is not inside the vault {root}") from None

@@ -256,3 +256,14 @@ def test_full_sync_rechunks_everything(make_engine, vault):
 def test_a_database_inside_the_vault_is_refused(make_engine, vault):
     with pytest.raises(ValueError, match="must not live inside the vault"):
         make_engine(kind="none", index_db_path=vault / "tars.sqlite3")
+
+
+def test_paths_outside_the_vault_are_refused(make_engine, vault, tmp_path):
+    engine = make_engine(kind="none")
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret tomatoes")
+    for path in (str(outside), "../outside.md"):
+        with pytest.raises(ValueError, match="not inside the vault"):
+            engine.indexer.sync(paths=[path])
+    write(vault, "sub/a.md", "tomatoes")
+    assert engine.indexer.sync(paths=[str(vault / "sub" / "a.md"), "sub/../sub/a.md"]).indexed == 1
