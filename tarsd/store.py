@@ -243,13 +243,9 @@ class Store:
 
         try:
             yield tick
-        except BaseException:
-            if state["open"]:
-                with self.lock:
-                    self.conn.execute("ROLLBACK")
-                state["open"] = False
-            raise
         finally:
+            # Commit even after an error: every file inside is a complete savepoint, and other
+            # writers on this connection (a chat message saved meanwhile) must not be rolled back.
             commit()
 
     # ---- files ----
