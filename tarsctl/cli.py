@@ -246,7 +246,7 @@ def _status(client: Client, args) -> int:
         f"queue      {reply.queue_depth} waiting{', indexing now' if reply.indexing else ''}",
         f"last sync  {_ago(reply.last_sync.get('at'))}" + (f", error: {reply.last_sync['error']}" if reply.last_sync.get("error") else ""),
         f"watcher    {'alive' if watcher.get('alive') else 'NOT RUNNING'}, "
-        f"{watcher.get('events', 0)} events, {watcher.get('restarts', 0)} restarts",
+        f"{watcher.get('events', 0)} events, {watcher.get('restarts', 0)} restarts, {watcher.get('overflows', 0)} queue overflows",
         f"uptime     {reply.uptime:.0f} s",
         "versions   " + ", ".join(f"{k} {v}" for k, v in reply.versions.items()),
     ]

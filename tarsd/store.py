@@ -86,7 +86,14 @@ CREATE TABLE messages (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}  # version -> SQL that brings version-1 up to it
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+
+CONNECTION_PRAGMAS = (
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",  # in WAL mode: durable at checkpoints, never corrupt
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA cache_size = -65536",  # up to 64 MB of pages: FTS merges and searches stay in memory
+)  # version -> SQL that brings version-1 up to it
 
 
 class StoreError(Exception):
@@ -152,21 +159,50 @@ class Store:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = apsw.Connection(str(path))
-        except (OSError, apsw.Error) as exc:
-            raise StoreError(
-                f"cannot open the index database {path}: {exc}; check the directory is writable or set [index] db_path"
-            ) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create {path.parent} for the index: {exc}; set [index] db_path to a writable place") from exc
+        # One writer connection, used under ``lock``; searches use a read connection per
+        # thread, so they neither wait for each other nor hold up indexing (WAL readers
+        # never block the writer).
+        self.conn = self._connect()
         self.vec_version = load_vec_extension(self.conn)
         self._has_vectors: bool | None = None
         self.lock = threading.RLock()
-        self.conn.set_busy_timeout(10_000)
-        # A bigger page cache keeps FTS5 segment merges of a large sync in memory (64 MB, a ceiling).
-        self.conn.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536")
         self._migrate()
         self.collection_id = self._collection()
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+
+    def _connect(self, read_only: bool = False) -> apsw.Connection:
+        try:
+            conn = apsw.Connection(str(self.path))
+            conn.set_busy_timeout(10_000)
+            # One statement per call: apsw stops a multi-statement string at the first row.
+            for pragma in CONNECTION_PRAGMAS + (("PRAGMA query_only = ON",) if read_only else ()):
+                conn.execute(pragma).fetchall()
+        except apsw.Error as exc:
+            raise StoreError(
+                f"cannot open the index database {self.path}: {exc}; check the directory is writable or set [index] db_path"
+            ) from exc
+        return conn
+
+    def reader(self) -> apsw.Connection:
+        """This thread's read connection (snapshots of committed data)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect(read_only=True)
+            load_vec_extension(conn)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
 
     def close(self) -> None:
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
         with self.lock:
             self.conn.close()
 
@@ -475,33 +511,35 @@ class Store:
         sql = f"""SELECT chunks_fts.rowid, bm25(chunks_fts, 4.0, 2.0, 1.0) AS score
                   FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id
                   WHERE chunks_fts MATCH ? AND {where} ORDER BY score LIMIT ?"""
-        with self.lock:
-            return [(r[0], r[1]) for r in self.conn.execute(sql, (match, *params, limit))]
+        return [(r[0], r[1]) for r in self.reader().execute(sql, (match, *params, limit))]
 
     def vec_search(self, vector: bytes, limit: int, memory_types: list[str] | None, path_prefix: str | None) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first."""
-        with self.lock:
-            if not self.has_vector_table():
-                return []
-            if memory_types or path_prefix:
-                where, params = self._filter_sql(memory_types, path_prefix)
-                sql = f"""SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?
-                          AND rowid IN (SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where})"""
-                rows = self.conn.execute(sql, (vector, limit, *params))
-            else:
-                rows = self.conn.execute("SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?", (vector, limit))
-            return [(r[0], r[1]) for r in rows]
+        conn = self.reader()
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
+            return []
+        if memory_types or path_prefix:
+            where, params = self._filter_sql(memory_types, path_prefix)
+            sql = f"""SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?
+                      AND rowid IN (SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where})"""
+            rows = conn.execute(sql, (vector, limit, *params))
+        else:
+            rows = conn.execute("SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?", (vector, limit))
+        return [(r[0], r[1]) for r in rows]
 
     def chunk_rows(self, ids: list[int]) -> dict[int, ChunkRow]:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        with self.lock:
-            rows = self.conn.execute(
+        rows = (
+            self.reader()
+            .execute(
                 f"""SELECT c.id, f.path, f.title, f.memory_type, c.heading_path, c.start_line, c.end_line, c.text
-                    FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})""",
+                FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})""",
                 ids,
-            ).fetchall()
+            )
+            .fetchall()
+        )
         return {r[0]: ChunkRow(*r) for r in rows}
 
     def chunk_files(self, ids: list[int]) -> dict[int, int]:
@@ -509,21 +547,21 @@ class Store:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        with self.lock:
-            return dict(self.conn.execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", ids).fetchall())
+        return dict(self.reader().execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", ids).fetchall())
 
     def snippets(self, match: str, ids: list[int], open_mark: str, close_mark: str, tokens: int) -> dict[int, str]:
         """FTS5 snippets (matched terms marked, stemming-aware) for chunks that match."""
         if not ids or not match:
             return {}
         marks = ",".join("?" * len(ids))
-        with self.lock:
-            return dict(
-                self.conn.execute(
-                    f"SELECT rowid, snippet(chunks_fts, 2, ?, ?, '…', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-                    (open_mark, close_mark, tokens, match, *ids),
-                ).fetchall()
+        return dict(
+            self.reader()
+            .execute(
+                f"SELECT rowid, snippet(chunks_fts, 2, ?, ?, '…', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
+                (open_mark, close_mark, tokens, match, *ids),
             )
+            .fetchall()
+        )
 
     # ---- status ----
 

@@ -14,15 +14,51 @@ import time
 from pathlib import Path
 from collections.abc import Callable
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 from .vault import is_ignored
 
 log = logging.getLogger(__name__)
 
-# Events that may change what a path holds; opened/closed-without-writing do not.
-_CHANGES = {"created", "modified", "deleted", "moved", "closed"}
+# Only what can change a note: subscribing to opens and reads (watchdog's default) lets one
+# `rg` over a large vault overflow the kernel's event queue and lose real saves. A write ends
+# with close-after-write (or a rename, for atomic saves), so "modified" is not needed either.
+_EVENT_FILTER = [
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    FileClosedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+]
+_CHANGES = {"created", "deleted", "moved", "closed"}
+# watchdog reports a kernel queue overflow only in its log (it rebuilds its own watches);
+# the events lost with it are found again by a reconcile.
+_OVERFLOW_LOGGER = "watchdog.observers.inotify_c"
+_OVERFLOW_TEXT = "queue overflow"
+
+
+class _OverflowListener(logging.Handler):
+    def __init__(self, watcher: VaultWatcher):
+        super().__init__(level=logging.WARNING)
+        self.watcher = watcher
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _OVERFLOW_TEXT in record.getMessage().lower():
+            self.watcher.overflows += 1
+            self.watcher.on_rescan()
 
 
 class _Handler(FileSystemEventHandler):
@@ -54,6 +90,8 @@ class VaultWatcher:
         self.restarts = 0
         self.last_event_at: float | None = None
         self.error: str | None = None
+        self.overflows = 0
+        self._overflow_listener = _OverflowListener(self)
 
     def hint(self, absolute: str) -> None:
         try:
@@ -65,8 +103,9 @@ class VaultWatcher:
 
     def start(self) -> None:
         observer = Observer()
+        logging.getLogger(_OVERFLOW_LOGGER).addHandler(self._overflow_listener)
         try:
-            observer.schedule(_Handler(self), str(self.root), recursive=True)
+            observer.schedule(_Handler(self), str(self.root), recursive=True, event_filter=_EVENT_FILTER)
             observer.start()
         except OSError as exc:
             # Typically the inotify watch limit: the periodic reconcile still keeps the index right.
@@ -92,6 +131,7 @@ class VaultWatcher:
         self.on_rescan()
 
     def stop(self) -> None:
+        logging.getLogger(_OVERFLOW_LOGGER).removeHandler(self._overflow_listener)
         if self.observer is not None:
             try:
                 self.observer.stop()
@@ -105,6 +145,7 @@ class VaultWatcher:
             "alive": self.alive,
             "events": self.events,
             "restarts": self.restarts,
+            "overflows": self.overflows,
             "last_event_at": self.last_event_at,
             "error": self.error,
         }

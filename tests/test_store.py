@@ -43,5 +43,5 @@ def test_a_newer_schema_is_refused_with_advice(tmp_path):
 def test_unwritable_location_is_a_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(StoreError, match="cannot open the index database"):
+    with pytest.raises(StoreError, match="cannot create .* for the index.*db_path"):
         Store(blocker / "db.sqlite3")
