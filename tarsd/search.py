@@ -12,7 +12,9 @@ Scores are 0..1 in every mode and carry the design's bands:
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -108,6 +110,8 @@ class Searcher:
         self.store = store
         self.embedder = embedder
         self._query_vectors: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._query_vectors_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vec-search")
 
     def search(
         self,
@@ -130,24 +134,25 @@ class Searcher:
         depth = max(limit * 4, 40)
         match = fts_query(query)
 
-        vec_hits: list[tuple[int, float]] | None = None
-        if mode in ("vec", "hybrid"):
+        # The two searches run side by side: SQLite and onnxruntime release the GIL.
+        vec_future = self._pool.submit(self._vec_search, query, depth, memory_types, path_prefix) if mode != "fts" else None
+        fts_hits = self.store.fts_search(match, depth, memory_types, path_prefix) if match and mode != "vec" else []
+        vec_hits: list[tuple[int, float]] = []
+        if vec_future is not None:
             try:
-                vec_hits = self.store.vec_search(self._query_vector(query), depth, memory_types, path_prefix)
+                vec_hits = vec_future.result()
             except EmbedderUnavailable as exc:
                 if mode == "vec":
                     raise SearchError(f"vector search is unavailable: {exc}") from exc
                 response.mode = "fts"
                 response.warnings.append(f"vector search unavailable, showing keyword results only: {exc}")
-        fts_hits = self.store.fts_search(match, depth, memory_types, path_prefix) if match and response.mode in ("fts", "hybrid") else []
 
         if response.mode == "fts":
             ranked = self._fuse([self._collapse(fts_hits, per_file)], per_file)
         elif response.mode == "vec":
-            scored = [(chunk, max(0.0, 1.0 - d)) for chunk, d in vec_hits or []]
-            ranked = self._collapse(scored, per_file)
+            ranked = self._collapse([(chunk, max(0.0, similarity)) for chunk, similarity in vec_hits], per_file)
         else:
-            ranked = self._fuse([self._collapse(fts_hits, per_file), self._collapse(vec_hits or [], per_file)], per_file)
+            ranked = self._fuse([self._collapse(fts_hits, per_file), self._collapse(vec_hits, per_file)], per_file)
 
         ranked = [(chunk, score) for chunk, score in ranked if score >= min_score][:limit]
         rows = self.store.chunk_rows([chunk for chunk, _ in ranked])
@@ -175,16 +180,21 @@ class Searcher:
             )
         return response
 
+    def _vec_search(self, query: str, depth: int, memory_types: list[str] | None, path_prefix: str | None) -> list[tuple[int, float]]:
+        return self.store.vec_search(self._query_vector(query), depth, memory_types, path_prefix)
+
     def _query_vector(self, query: str) -> bytes:
         if not self.embedder.available():
             raise EmbedderUnavailable(self.embedder.error or "the embedder is not available")
         key = (self.embedder.fingerprint or "", query)
-        vector = self._query_vectors.get(key)
+        with self._query_vectors_lock:
+            vector = self._query_vectors.get(key)
         if vector is None:
             vector = self.embedder.embed([query])[0].tobytes()
-            self._query_vectors[key] = vector
-            if len(self._query_vectors) > 256:
-                self._query_vectors.popitem(last=False)
+            with self._query_vectors_lock:
+                self._query_vectors[key] = vector
+                if len(self._query_vectors) > 256:
+                    self._query_vectors.popitem(last=False)
         return vector
 
     def _collapse(self, hits: list[tuple[int, float]], per_file: bool) -> list[tuple[int, float]]:
