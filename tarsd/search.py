@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
@@ -147,12 +148,15 @@ class Searcher:
                 response.mode = "fts"
                 response.warnings.append(f"vector search unavailable, showing keyword results only: {exc}")
 
+        # Results are per note (the best chunk of each) or per chunk.
+        owner = self.store.chunk_files([chunk for chunk, _ in fts_hits + vec_hits]) if per_file else {}
+        key: Callable[[int], int] = (lambda chunk: owner.get(chunk, -chunk)) if per_file else (lambda chunk: chunk)
         if response.mode == "fts":
-            ranked = self._fuse([self._collapse(fts_hits, per_file)], per_file)
+            ranked = fuse([collapse(fts_hits, key)], key)
         elif response.mode == "vec":
-            ranked = self._collapse([(chunk, max(0.0, similarity)) for chunk, similarity in vec_hits], per_file)
+            ranked = collapse([(chunk, max(0.0, similarity)) for chunk, similarity in vec_hits], key)
         else:
-            ranked = self._fuse([self._collapse(fts_hits, per_file), self._collapse(vec_hits, per_file)], per_file)
+            ranked = fuse([collapse(fts_hits, key), collapse(vec_hits, key)], key)
 
         ranked = [(chunk, score) for chunk, score in ranked if score >= min_score][:limit]
         rows = self.store.chunk_rows([chunk for chunk, _ in ranked])
@@ -197,40 +201,31 @@ class Searcher:
                     self._query_vectors.popitem(last=False)
         return vector
 
-    def _collapse(self, hits: list[tuple[int, float]], per_file: bool) -> list[tuple[int, float]]:
-        """Keep hits in order; with per_file, only the best chunk of each file."""
-        if not per_file:
-            return hits
-        files = self.store.chunk_files([chunk for chunk, _ in hits])
-        seen: set[int] = set()
-        kept = []
-        for chunk, score in hits:
-            file_id = files.get(chunk)
-            if file_id is not None and file_id not in seen:
-                seen.add(file_id)
-                kept.append((chunk, score))
-        return kept
 
-    def _fuse(self, lists: list[list[tuple[int, float]]], per_file: bool) -> list[tuple[int, float]]:
-        """Reciprocal Rank Fusion by file (or chunk). The chunk shown for a file is the one
-        from the list that ranked the file highest."""
-        keyed = [self._keyed(hits, per_file) for hits in lists]
-        scores: dict[int, float] = {}
-        best: dict[int, tuple[int, int]] = {}  # key -> (rank, chunk)
-        for hits in keyed:
-            for rank, (key, chunk) in enumerate(hits, 1):
-                scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank)
-                if key not in best or rank < best[key][0]:
-                    best[key] = (rank, chunk)
-        ceiling = len(lists) / (RRF_K + 1)
-        fused = sorted(scores.items(), key=lambda item: -item[1])
-        return [(best[key][1], score / ceiling) for key, score in fused]
+def collapse(hits: list[tuple[int, float]], key: Callable[[int], int]) -> list[tuple[int, float]]:
+    """Keep hits in order, only the first for each key (a note, or the chunk itself)."""
+    seen: set[int] = set()
+    kept = []
+    for chunk, score in hits:
+        if key(chunk) not in seen:
+            seen.add(key(chunk))
+            kept.append((chunk, score))
+    return kept
 
-    def _keyed(self, hits: list[tuple[int, float]], per_file: bool) -> list[tuple[int, int]]:
-        if not per_file:
-            return [(chunk, chunk) for chunk, _ in hits]
-        files = self.store.chunk_files([chunk for chunk, _ in hits])
-        return [(files.get(chunk, -chunk), chunk) for chunk, _ in hits]
+
+def fuse(lists: list[list[tuple[int, float]]], key: Callable[[int], int] = lambda chunk: chunk) -> list[tuple[int, float]]:
+    """Reciprocal Rank Fusion by key, normalised so first in every list scores 1.0. The
+    chunk shown for a key is the one from the list that ranked it highest."""
+    scores: dict[int, float] = {}
+    best: dict[int, tuple[int, int]] = {}  # key -> (rank, chunk)
+    for hits in lists:
+        for rank, (chunk, _) in enumerate(hits, 1):
+            k = key(chunk)
+            scores[k] = scores.get(k, 0.0) + 1.0 / (RRF_K + rank)
+            if k not in best or rank < best[k][0]:
+                best[k] = (rank, chunk)
+    ceiling = len(lists) / (RRF_K + 1)
+    return [(best[k][1], score / ceiling) for k, score in sorted(scores.items(), key=lambda item: -item[1])]
 
 
 def _fallback_snippet(row: ChunkRow, terms: list[str], marks: tuple[str, str]) -> str:

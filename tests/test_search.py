@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import write
-from tarsd.search import RRF_K, Searcher, band, fts_query
+from tarsd.search import RRF_K, Searcher, band, fts_query, fuse
 from tarsd.store import Store
 
 NOTES = {
@@ -148,17 +148,16 @@ def test_limit_and_min_score(indexed):
     assert strict and all(r.score >= 0.6 for r in strict) and len(strict) < len(everything)
 
 
-def test_rrf_scores(indexed):
+def test_rrf_scores():
     """First in both lists scores 1.0; first in only one 0.5; ranks add 1/(k+rank)."""
-    fuse = indexed.searcher._fuse
-    assert fuse([[(1, 0.0), (2, 0.0)], [(1, 0.0), (3, 0.0)]], per_file=False) == [
+    assert fuse([[(1, 0.0), (2, 0.0)], [(1, 0.0), (3, 0.0)]]) == [
         (1, 1.0),
         (2, pytest.approx((1 / (RRF_K + 2)) / (2 / (RRF_K + 1)))),
         (3, pytest.approx((1 / (RRF_K + 2)) / (2 / (RRF_K + 1)))),
     ]
-    assert fuse([[(7, 0.0)], []], per_file=False) == [(7, 0.5)]
+    assert fuse([[(7, 0.0)], []]) == [(7, 0.5)]
     # Agreement beats a single first place.
-    fused = dict(fuse([[(1, 0.0), (2, 0.0)], [(2, 0.0), (3, 0.0)]], per_file=False))
+    fused = dict(fuse([[(1, 0.0), (2, 0.0)], [(2, 0.0), (3, 0.0)]]))
     assert fused[2] > fused[1] > fused[3] or fused[2] > fused[1] == fused[3]
 
 
