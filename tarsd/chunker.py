@@ -14,6 +14,7 @@ import bisect
 import hashlib
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,7 +58,7 @@ class TokenCounter(Protocol):
 
     def count(self, texts: list[str]) -> list[int]: ...
 
-    def token_ends(self, text: str) -> list[int]:
+    def token_ends(self, text: str) -> Sequence[int]:
         """The character offset where each token of ``text`` ends (for cutting long lines);
         ``exact_ends`` says whether they are the tokenizer's own or an even spread."""
         ...
@@ -154,7 +155,7 @@ def _units(lines: list[str], first: int, counts: list[int]) -> list[_Unit]:
     return units
 
 
-def _split_long_unit(unit: _Unit, limit: int, counter: TokenCounter, ends: list[int]) -> list[_Unit]:
+def _split_long_unit(unit: _Unit, limit: int, counter: TokenCounter, ends: Sequence[int]) -> list[_Unit]:
     """Split one overlong line into pieces of at most ``limit`` tokens, cutting after a
     space where there is one (else inside a giant word). Joined with no separator, the
     pieces give back the line. ``ends`` (from one tokenization of the line) aims each cut;
@@ -228,7 +229,7 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     piece_limit = int(limit * (1 - MAX_CONTEXT_FRACTION))
     # Lines too long to fit are tokenized once, with offsets, for cutting; the rest are
     # only counted. A line's length in characters tells which it probably is.
-    token_ends: dict[int, list[int]] = {i: counter.token_ends(line) for i, line in enumerate(body) if len(line) > piece_limit * 3}
+    token_ends: dict[int, Sequence[int]] = {i: counter.token_ends(line) for i, line in enumerate(body) if len(line) > piece_limit * 3}
     short = [i for i in range(len(body)) if i not in token_ends]
     counts = [0] * len(body)
     for i, count in zip(short, counter.count([body[i] for i in short]), strict=True):
@@ -349,7 +350,26 @@ class HeuristicCounter:
             counts.append(len(words) + punctuation + non_ascii + sum(n // 3 for n in map(len, words) if n > 6))
         return counts
 
-    def token_ends(self, text: str) -> list[int]:
-        # Spread evenly over the text: the splitter recounts every piece it cuts.
-        total = self.count([text])[0]
-        return [len(text) * (i + 1) // total for i in range(total)]
+    def token_ends(self, text: str) -> Sequence[int]:
+        # Spread evenly over the text (the splitter recounts every piece it cuts), computed
+        # on demand: a list would cost more than the estimate itself.
+        return _EvenEnds(len(text), self.count([text])[0])
+
+
+class _EvenEnds(Sequence):
+    """Token end offsets spread evenly: ``length * (i + 1) // total`` for token i."""
+
+    def __init__(self, length: int, total: int):
+        self.length, self.total = length, total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.total))]
+        if index < 0:
+            index += self.total
+        if not 0 <= index < self.total:
+            raise IndexError(index)
+        return self.length * (index + 1) // self.total
