@@ -16,7 +16,7 @@ import msgspec
 from . import __version__
 from .chat import ChatSession, remember, repl
 from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-from .protocol import Error, Index, IndexDone, Ping, Progress, Search, SearchResults, Status, Stop
+from .protocol import Coverage, Error, Index, IndexDone, Ping, Progress, Search, SearchResults, Status, Stop
 
 EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
@@ -37,8 +37,9 @@ _tarsctl() {
     elif [[ "$cur" == -* ]]; then
         case "${COMP_WORDS[1]}" in
             search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks --json" -- "$cur")) ;;
-            index) COMPREPLY=($(compgen -W "--full --json" -- "$cur")) ;;
-            status|ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
+            index) COMPREPLY=($(compgen -W "--full --wait --json" -- "$cur")) ;;
+            status) COMPREPLY=($(compgen -W "--json --files" -- "$cur")) ;;
+            ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
             chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json" -- "$cur")) ;;
             remember) COMPREPLY=($(compgen -W "--procedural --section" -- "$cur")) ;;
         esac
@@ -59,8 +60,9 @@ _tarsctl() {
         search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
                   '*--type[memory type]:type:(semantic procedural episodic note)' '--path[path prefix]:prefix' \\
                   '--all-chunks' '--json' '*:query' ;;
-        index) _arguments '--full' '--json' '*:path:_files' ;;
-        status|ping) _arguments '--json' ;;
+        index) _arguments '--full' '--wait' '--json' '*:path:_files' ;;
+        status) _arguments '--json' '--files' ;;
+        ping) _arguments '--json' ;;
         chat) _arguments '--conversation[id]:id' '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
                 '--repl' '--json' '*:message' ;;
         remember) _arguments '--procedural' '--section[heading]:heading' '*:fact' ;;
@@ -95,10 +97,11 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--all-chunks", action="store_true", help="every matching chunk, not only the best per note")
     search.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    index = commands.add_parser("index", help="index the whole vault, or the given notes")
+    index = commands.add_parser("index", help="index the whole vault, or the given notes (keywords at once, vectors after)")
     index.add_argument("paths", nargs="*")
     index.add_argument("--full", action="store_true", help="re-read and re-chunk every file")
-    index.add_argument("--json", action="store_true")
+    index.add_argument("--wait", action="store_true", help="also wait until every passage has its vector, with progress")
+    index.add_argument("--json", action="store_true", help="progress events and the result as JSON lines on stdout")
 
     chat = commands.add_parser("chat", help="chat with tars: a REPL, or one message (argument or stdin)")
     chat.add_argument("message", nargs="*", help="a one-shot message (also read from stdin when it is not a terminal)")
@@ -115,8 +118,10 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("review", help="turn /w and /r feedback into procedural rules, with your approval")
 
-    for name, text in (("status", "show what the daemon is doing"), ("ping", "check that the daemon answers")):
-        commands.add_parser(name, help=text).add_argument("--json", action="store_true")
+    status = commands.add_parser("status", help="show what the daemon is doing")
+    status.add_argument("--json", action="store_true", help="every field, as one JSON object")
+    status.add_argument("--files", action="store_true", help="list every note that is not indexed, stale, skipped or repaired")
+    commands.add_parser("ping", help="check that the daemon answers").add_argument("--json", action="store_true")
     commands.add_parser("stop", help="stop the daemon")
     completion = commands.add_parser("completion", help="print a shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh"))
@@ -130,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     if args.command == "search" and not 1 <= args.limit <= 1000:
         print("tarsctl: --limit must be between 1 and 1000", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "search" and not " ".join(args.query).strip():
+        print("tarsctl: the query is empty: give words to search for", file=sys.stderr)
         return EXIT_USAGE
     try:
         with Client(args.socket, timeout=args.timeout) as client:
@@ -154,8 +162,21 @@ def _print_error(error: Error) -> None:
     print(f"tarsctl: {error.message}" + (f"\n  hint: {error.hint}" if error.hint else ""), file=sys.stderr)
 
 
-def _emit_json(obj: object) -> None:
-    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+def _emit_json(obj: object, stream=None) -> None:
+    (stream or sys.stdout).write(msgspec.json.encode(_every_field(obj)).decode() + "\n")
+
+
+def _every_field(obj: object) -> object:
+    """Builtins with every field, defaults included: scripts find every key, always."""
+    if isinstance(obj, msgspec.Struct):
+        fields = {name: _every_field(getattr(obj, name)) for name in obj.__struct_fields__}
+        tag = obj.__struct_config__.tag
+        return {"type": tag, **fields} if isinstance(tag, str) else fields
+    if isinstance(obj, dict):
+        return {key: _every_field(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_every_field(value) for value in obj]
+    return obj
 
 
 def _bold(snippet: str, tty: bool) -> str:
@@ -178,12 +199,16 @@ def _search(client: Client, args) -> int:
     )
     reply = client.call(request)
     assert isinstance(reply, SearchResults)
-    for warning in reply.warnings:
-        print(f"tarsctl: warning: {warning}", file=sys.stderr)
+    coverage = reply.coverage or Coverage()
+    notes = reply.warnings + coverage.incomplete(semantic=reply.mode != "fts")
     if args.json:
         for hit in reply.results:
             _emit_json(hit)
+        # Hits alone on stdout; what a script needs to judge them, as one JSON line on stderr.
+        _emit_json({"mode": reply.mode, "coverage": coverage, "warnings": notes, "elapsed_ms": reply.elapsed_ms}, sys.stderr)
         return EXIT_OK
+    for note in notes:
+        print(f"tarsctl: warning: {note}", file=sys.stderr)
     tty = sys.stdout.isatty()
     if not reply.results:
         print("no results", file=sys.stderr)
@@ -196,20 +221,30 @@ def _search(client: Client, args) -> int:
 
 def _index(client: Client, args) -> int:
     paths = [os.path.abspath(p) for p in args.paths]
-    show_progress = sys.stderr.isatty() and not args.json
+    tty = sys.stderr.isatty() and not args.json
     final = None
-    for reply in client.stream(Index(id=client.next_id(), paths=paths, full=args.full)):
+    last_line = ""
+    for reply in client.stream(Index(id=client.next_id(), paths=paths, full=args.full, wait=args.wait)):
         if isinstance(reply, Progress):
-            if show_progress:
-                print(f"\r{reply.phase}: {reply.done}/{reply.total}", end="", file=sys.stderr, flush=True)
+            if args.json:
+                _emit_json(reply)
+                continue
+            line = reply.message if reply.phase == "queued" else f"{reply.phase}: {reply.done:,}/{reply.total:,}"
+            if reply.message and reply.phase != "queued":
+                line += f" ({reply.message})"
+            if tty:
+                print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+            elif line != last_line:
+                print(line, file=sys.stderr, flush=True)  # off a terminal: plain lines, no repeats
+            last_line = line
         elif isinstance(reply, Error):
-            if show_progress:
+            if tty and last_line:
                 print(file=sys.stderr)
             _print_error(reply)
             return EXIT_REMOTE
         else:
             final = reply
-    if show_progress:
+    if tty and last_line:
         print(file=sys.stderr)
     assert isinstance(final, IndexDone)
     if args.json:
@@ -219,10 +254,10 @@ def _index(client: Client, args) -> int:
         f"{final.scanned} files scanned: {final.indexed} indexed, {final.unchanged} unchanged, "
         f"{final.deleted} deleted, {final.skipped} skipped ({final.seconds:.2f} s)"
     )
-    print(
-        f"{final.chunks} chunks written; vectors: {final.vectors_embedded} embedded, "
-        f"{final.vectors_from_cache} from cache, {final.pending_vectors} pending"
-    )
+    vectors = f"{final.vectors_embedded} embedded, {final.vectors_from_cache} from cache, {final.pending_vectors} pending"
+    if final.pending_vectors and not args.wait and not final.embedder_error:
+        vectors += " (made in the background: `tarsctl index --wait` waits for them)"
+    print(f"{final.chunks} chunks written; vectors: {vectors}")
     if final.embedder_error:
         print(f"embedder: {final.embedder_error}")
     for path, problem in sorted(final.problems.items()):
@@ -231,29 +266,39 @@ def _index(client: Client, args) -> int:
 
 
 def _status(client: Client, args) -> int:
-    reply = client.call(Status(id=client.next_id()))
+    reply = client.call(Status(id=client.next_id(), files=args.files))
     if args.json:
         _emit_json(reply)
         return EXIT_OK
-    counts, embedder, watcher = reply.counts, reply.embedder, reply.watcher
-    state = "available" if embedder.get("available") else f"unavailable: {embedder.get('error')}"
+    counts, embedder, watcher, coverage = reply.counts, reply.embedder, reply.watcher, reply.coverage
+    state = embedder.state + (f": {embedder.reason}" if embedder.reason else "")
+    scan = "done" if coverage.reconciled else f"running ({coverage.scan_done:,} of {coverage.scan_total:,} notes checked)"
+    last_error = reply.last_sync.get("error")
     lines = [
         f"vault      {reply.vault}",
         f"database   {reply.database} ({reply.database_bytes / 1e6:.1f} MB)",
-        f"notes      {counts.get('files', 0)} indexed, {counts.get('skipped', 0)} skipped, {counts.get('conflicts', 0)} sync conflicts",
-        f"chunks     {counts.get('chunks', 0)} ({counts.get('vectors', 0)} with vectors, {counts.get('pending_vectors', 0)} pending)",
-        f"embedder   {embedder.get('kind')} {embedder.get('model')}: {state}",
+        f"notes      {counts.get('files', 0):,} indexed, {counts.get('skipped', 0):,} skipped, "
+        f"{counts.get('conflicts', 0):,} sync conflicts; start-up scan {scan}",
+        f"chunks     {counts.get('chunks', 0):,} ({counts.get('vectors', 0):,} with vectors, {counts.get('pending_vectors', 0):,} pending)",
+        f"embedder   {embedder.kind} {embedder.model}: {state}",
         f"queue      {reply.queue_depth} waiting{', indexing now' if reply.indexing else ''}",
-        f"last sync  {_ago(reply.last_sync.get('at'))}" + (f", error: {reply.last_sync['error']}" if reply.last_sync.get("error") else ""),
+        f"last sync  {_ago(reply.last_sync.get('at'))}" + (f", error: {last_error}" if last_error else ""),
         f"watcher    {'alive' if watcher.get('alive') else 'NOT RUNNING'}, "
         f"{watcher.get('events', 0)} events, {watcher.get('restarts', 0)} restarts, {watcher.get('overflows', 0)} queue overflows",
         f"uptime     {reply.uptime:.0f} s",
         "versions   " + ", ".join(f"{k} {v}" for k, v in reply.versions.items()),
     ]
+    attention = {state: n for state, n in reply.health.items() if n}
+    if attention:
+        summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in attention.items())
+        lines.append(f"files      {summary}" + ("" if args.files else ": `tarsctl status --files` lists them"))
     print("\n".join(lines))
     for warning in reply.warnings:
         print(f"warning    {warning}")
-    if reply.problems:
+    if args.files:
+        for health in reply.files:
+            print(f"  {health.path}  {health.state.replace('_', ' ')}: {health.reason}")
+    elif reply.problems:
         print("problems")
         for path, kind, reason in reply.problems:
             print(f"  {path} ({kind}): {reason}")

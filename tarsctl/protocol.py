@@ -67,10 +67,12 @@ class Index(Message, tag="index"):
     id: int = 0
     paths: list[str] = []  # relative to the vault; empty means the whole vault
     full: bool = False  # re-read and re-chunk every file (cached vectors are still used)
+    wait: bool = False  # also wait until every vector is made (embed progress events meanwhile)
 
 
 class Status(Message, tag="status"):
     id: int = 0
+    files: bool = False  # also list every note that is not indexed, stale, skipped or repaired
 
 
 class Stop(Message, tag="stop"):
@@ -152,21 +154,52 @@ class Hit(msgspec.Struct, omit_defaults=True):
     text: str = ""
 
 
+class Coverage(msgspec.Struct):
+    """How much of the vault the index holds right now: every search reply carries it, so a
+    client can tell "no results" from "not indexed yet"."""
+
+    reconciled: bool = False  # a whole-vault scan has finished since tarsd started
+    scan_done: int = 0  # progress of the scan under way (scan_total 0: none running)
+    scan_total: int = 0
+    notes_indexed: int = 0
+    notes_skipped: int = 0
+    notes_on_disk: int = -1  # found by the last whole-vault scan; -1: not known yet
+    queued: int = 0  # saved notes waiting for their turn
+    chunks: int = 0  # passages in the index
+    pending_vectors: int = 0  # passages without a vector yet
+    embedder: str = ""  # ready | loading | unavailable | disabled
+    embedder_reason: str = ""  # why there are no vectors now, and what to do
+
+    def incomplete(self, semantic: bool) -> list[str]:
+        """One sentence per way results may be incomplete ("semantic": vectors matter too)."""
+        notes = []
+        if not self.reconciled:
+            if self.scan_total:
+                notes.append(f"index still being built: {self.scan_done:,} of {self.scan_total:,} notes checked")
+            else:
+                notes.append(f"index still being built: the start-up scan has not finished ({self.notes_indexed:,} notes so far)")
+        if semantic and self.pending_vectors and self.embedder != "disabled":
+            notes.append(f"{self.pending_vectors:,} of {self.chunks:,} passages not embedded yet: semantic results are partial")
+        return notes
+
+
 class SearchResults(Message, tag="search_results"):
     id: int = 0
     mode: str = ""
     results: list[Hit] = []
     warnings: list[str] = []
     elapsed_ms: float = 0.0
+    coverage: Coverage | None = None
 
 
 class Progress(Message, tag="progress"):
     """A stream event: zero or more precede the final reply of a long request."""
 
     id: int = 0
-    phase: str = ""  # scan | embed
+    phase: str = ""  # queued | scan | embed
     done: int = 0
     total: int = 0
+    message: str = ""  # for people: "queued behind a reconcile", "waiting for the model to load"
 
 
 class IndexDone(Message, tag="index_done"):
@@ -185,18 +218,38 @@ class IndexDone(Message, tag="index_done"):
     problems: dict[str, str] = {}
 
 
+class EmbedderStatus(msgspec.Struct):
+    state: str = ""  # ready | loading | unavailable | disabled
+    kind: str = ""  # local | ollama | none
+    model: str = ""
+    fingerprint: str = ""
+    dims: int = 0
+    reason: str = ""  # why it is not ready, and what to do
+    failures: int = 0  # failed load attempts since the last success
+    next_retry_at: float = 0.0  # unix time of the next attempt; 0: none planned
+
+
+class FileHealth(msgspec.Struct):
+    path: str  # relative to the vault; undecodable bytes escaped
+    state: str  # not_indexed | stale | skipped | repaired | deleted
+    reason: str = ""
+
+
 class StatusReply(Message, tag="status_reply"):
     id: int = 0
     vault: str = ""
     database: str = ""
     database_bytes: int = 0
     counts: dict[str, int] = {}
-    embedder: dict[str, Any] = {}  # kind, model, available, fingerprint, dims, error
+    embedder: EmbedderStatus = msgspec.field(default_factory=EmbedderStatus)
+    coverage: Coverage = msgspec.field(default_factory=Coverage)
     queue_depth: int = 0
     indexing: bool = False
-    last_sync: dict[str, Any] = {}  # at (unix time), error, indexed, deleted, seconds
+    last_sync: dict[str, Any] = {}  # at (unix time), error, indexed, deleted, seconds, next_attempt_at
     watcher: dict[str, Any] = {}  # alive, events, restarts, last_event_at, error
     problems: list[list[str]] = []  # [path, "skipped" | "repaired", reason]
+    health: dict[str, int] = {}  # files needing attention by state (status --files lists them)
+    files: list[FileHealth] = []  # with Status(files=True)
     uptime: float = 0.0
     versions: dict[str, str] = {}
     warnings: list[str] = []

@@ -64,8 +64,10 @@ class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
     # (padding costs more than per-call overhead saves); bench/index_cost.py prints the figures.
     batch_size: int = 1
     threads: int = 0
-    # Seconds between attempts to reach an unavailable embedder.
-    retry_seconds: float = 30.0
+    # After a failed load (no model, no network, Ollama down) the next attempt waits this long,
+    # doubling each time up to retry_max_seconds. `tarsctl index` and SIGHUP retry at once.
+    retry_seconds: float = 60.0
+    retry_max_seconds: float = 3600.0
 
 
 class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -77,6 +79,13 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
     reconcile_minutes: float = 10.0
     # Seconds between checks that the file watcher is still alive.
     watcher_check_seconds: float = 30.0
+    # A search first finishes the saves already queued (so an editor hook that saves, then
+    # searches, sees its own save), waiting at most this long.
+    settle_ms: int = 1000
+    # After a failed sync (disk full, database locked) the work is retried after this long,
+    # doubling up to retry_max_seconds.
+    retry_seconds: float = 2.0
+    retry_max_seconds: float = 60.0
     log_level: str = "info"
 
 

@@ -1,8 +1,9 @@
 """Embedders: local ONNX (fastembed), Ollama, or none.
 
-An embedder may be unavailable (model missing, Ollama down). Keyword search never depends
-on it: the indexer records the reason, keeps chunking with an estimated token count, and
-fills in the missing vectors once a later attempt to reach the embedder succeeds.
+An embedder may be loading or unavailable (model missing, no network, Ollama down). Nothing
+waits for it: keyword indexing and search go on, chunks are sized with the model's tokenizer
+when it is on disk (an estimate otherwise), and the missing vectors are filled in by the
+daemon's background rounds once a later attempt to load the model succeeds.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +63,14 @@ class WordPieceCounter:
 
 
 class Embedder:
-    """Base: lazy loading with retry back-off, and the token counter chunks are sized by."""
+    """Base: background loading with retry back-off, and the token counter chunks are sized by.
+
+    Loading (importing onnxruntime, reading the model, perhaps downloading it) runs in a
+    thread of its own, and no lock is held while it runs: searches, status and indexing only
+    ever look at ``state`` and go on without vectors until it is ``ready``. A failed attempt
+    is retried after ``retry_seconds``, doubling up to ``retry_max_seconds``; ``retry_now``
+    (``tarsctl index``, SIGHUP) skips the wait.
+    """
 
     kind = "none"
 
@@ -69,40 +78,114 @@ class Embedder:
         self.config = config
         self.fingerprint: str | None = None
         self.dims = 0
+        self.state = "loading"  # loading | ready | unavailable | disabled
         self.error: str | None = None
-        self._ready = False
-        self._last_attempt = float("-inf")
-        self._lock = threading.Lock()
+        self.failures = 0  # failed attempts since the last success
+        self.loading_since: float | None = None
+        self.next_retry_at: float | None = None  # wall clock, for status
+        self._next_attempt = float("-inf")  # monotonic
+        self._guard = threading.Condition()  # guards the state; never held while loading
+        self._loader: threading.Thread | None = None
+        self._listeners: list[Callable[[], None]] = []
         self._fallback_counter = HeuristicCounter()
+        self.loading_what = "loading"  # what a load attempt does, for people: "loading", "downloading ..."
 
     @property
     def enabled(self) -> bool:
         return True
 
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the loader thread) after every load attempt."""
+        self._listeners.append(listener)
+
+    def start_loading(self, force: bool = False) -> None:
+        """Start a load attempt in the background unless one runs, the embedder is ready, or
+        the back-off has not passed (``force`` skips the back-off)."""
+        with self._guard:
+            if self.state in ("ready", "disabled") or (self._loader is not None and self._loader.is_alive()):
+                return
+            if not force and time.monotonic() < self._next_attempt:
+                return
+            self.state, self.loading_since, self.next_retry_at = "loading", time.time(), None
+            # A daemon thread: a download that never answers must not keep tarsd from exiting.
+            self._loader = threading.Thread(target=self._attempt, name="embedder-load", daemon=True)
+            self._loader.start()
+
+    def retry_now(self) -> None:
+        self.start_loading(force=True)
+
     def available(self) -> bool:
-        """Load (or reach) the embedder if needed; at most one attempt per retry interval."""
-        with self._lock:
-            if self._ready:
-                return True
-            now = time.monotonic()
-            if now - self._last_attempt < self.config.retry_seconds:
-                return False
-            self._last_attempt = now
-            try:
-                self._load()
-            except EmbedderUnavailable as exc:
-                if self.error != str(exc):
-                    log.warning("embedder unavailable: %s", exc)
-                self.error = str(exc)
-                return False
-            self._ready, self.error = True, None
-            log.info("embedder ready: %s", self.fingerprint)
-            return True
+        """True when vectors can be made now. Never blocks: a due retry starts in the background."""
+        if self.state != "ready":
+            self.start_loading()
+        return self.state == "ready"
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until the current load attempt ends (scripts and benchmarks; the daemon never waits)."""
+        self.start_loading()
+        with self._guard:
+            self._guard.wait_for(lambda: self.state != "loading", timeout)
+        return self.state == "ready"
+
+    def _attempt(self) -> None:
+        started = time.monotonic()
+        try:
+            self._load()
+            error = None
+        except EmbedderUnavailable as exc:
+            error = str(exc)
+        except Exception as exc:  # onnxruntime, tokenizers and the hub raise their own types
+            log.exception("loading the embedder failed")
+            error = f"cannot load the embedder: {type(exc).__name__}: {exc}"
+        with self._guard:
+            if error is None:
+                self.state, self.error, self.failures = "ready", None, 0
+            else:
+                self._schedule_retry(error)
+            self._guard.notify_all()
+        if error is None:
+            log.info("embedder ready: %s (loaded in %.1f s)", self.fingerprint, time.monotonic() - started)
+        else:
+            log.warning("embedder unavailable: %s; %s", error, self.retry_hint())
+        for listener in self._listeners:
+            listener()
+
+    def _schedule_retry(self, error: str) -> None:
+        self.failures += 1
+        delay = min(self.config.retry_max_seconds, self.config.retry_seconds * 2 ** (self.failures - 1))
+        self.state, self.error = "unavailable", error
+        self._next_attempt = time.monotonic() + delay
+        self.next_retry_at = time.time() + delay
+
+    def retry_hint(self) -> str:
+        if self.next_retry_at is None:
+            return "retrying now"
+        wait = max(0.0, self.next_retry_at - time.time())
+        when = f"{wait:.0f} s" if wait < 120 else f"{wait / 60:.0f} min"
+        return f"next attempt in {when} (`tarsctl index` retries now)"
+
+    def unavailable_reason(self) -> str:
+        """Why there are no vectors right now, and what to do: for warnings and errors."""
+        if self.state == "ready":
+            return ""
+        if self.state == "disabled":
+            return self.error or "no embedder is configured"
+        if self.state == "loading":
+            since = time.time() - (self.loading_since or time.time())
+            if self.failures and self.error:
+                return f"retrying to load the embedding model ({since:.0f} s so far); the last attempt failed: {self.error}"
+            return f"the embedding model is still {self.loading_what} ({since:.0f} s so far); try again in a moment"
+        return f"{self.error}; {self.retry_hint()}"
 
     def mark_failed(self, error: str) -> None:
-        """Called when an embed call fails: retry later instead of failing every batch."""
-        with self._lock:
-            self._ready, self.error, self._last_attempt = False, error, time.monotonic()
+        """Called when an embed call fails: back off instead of failing every batch."""
+        with self._guard:
+            self._schedule_retry(error)
+        log.warning("embedder failed: %s; %s", error, self.retry_hint())
 
     def counter(self) -> tuple[TokenCounter, int]:
         """The token counter and budget chunks must fit (context line included)."""
@@ -116,24 +199,26 @@ class Embedder:
 
     def describe(self) -> dict[str, object]:
         return {
+            "state": self.state,
             "kind": self.kind,
             "model": self.config.model,
-            "available": self._ready,
-            "fingerprint": self.fingerprint,
+            "fingerprint": self.fingerprint or "",
             "dims": self.dims,
-            "error": self.error,
+            "error": self.unavailable_reason(),
+            "failures": self.failures,
+            "next_retry_at": self.next_retry_at,
         }
 
 
 class NoEmbedder(Embedder):
     kind = "none"
 
+    def __init__(self, config: EmbedderConfig):
+        super().__init__(config)
+        self.state, self.error = "disabled", "disabled: [embedder] kind = 'none' (keyword search only)"
+
     @property
     def enabled(self) -> bool:
-        return False
-
-    def available(self) -> bool:
-        self.error = "disabled: [embedder] kind = 'none' (keyword search only)"
         return False
 
 
@@ -147,12 +232,43 @@ class LocalEmbedder(Embedder):
         self._model = None
         self._counter: WordPieceCounter | None = None
         self._budget = DEFAULT_BUDGET
+        # The tokenizer loads in a few tens of ms, the model in seconds (or never, offline):
+        # take the tokenizer now when it is on disk, so chunk sizes are right from the first scan
+        # and do not change (re-chunking the vault) when the model arrives.
+        tokenizer = self._local_tokenizer()
+        if tokenizer is not None:
+            self._use_tokenizer(tokenizer.parent)
+        elif not config.model_dir:
+            self.loading_what = f"downloading (into {self._cache_dir()}; needs the internet once, or set TARS_MODEL_DIR)"
+
+    def _cache_dir(self) -> Path:
+        return Path(platformdirs.user_cache_dir(APP_NAME)) / "models"
+
+    def _local_tokenizer(self) -> Path | None:
+        if self.config.model_dir:
+            candidate = Path(self.config.model_dir).expanduser() / "tokenizer.json"
+            return candidate if candidate.is_file() else None
+        found = sorted(self._cache_dir().rglob("tokenizer.json"), key=lambda p: "minilm" not in str(p).lower())
+        return found[0] if found else None
+
+    def _use_tokenizer(self, model_dir: Path) -> None:
+        try:
+            counter = WordPieceCounter(model_dir / "tokenizer.json", self.config.model)
+        except Exception as exc:  # a damaged file: the estimate serves until the model loads
+            log.warning("cannot read %s: %s", model_dir / "tokenizer.json", exc)
+            return
+        # The budget first: a sync reading counter() meanwhile never pairs the new counter with the old budget.
+        self._budget = self._max_sequence(model_dir, self.config.model) - SPECIAL_TOKENS
+        self._counter = counter
 
     def _load(self) -> None:
         try:
             from fastembed import TextEmbedding
+            from loguru import logger as fastembed_logger
         except ImportError as exc:  # pragma: no cover - a broken install
             raise EmbedderUnavailable(f"fastembed is not installed ({exc}); reinstall tars with pip") from exc
+        # fastembed logs several ERROR lines per failed download; tars logs one line per attempt.
+        fastembed_logger.disable("fastembed")
         name = self.config.model
         threads = self.config.threads if self.config.threads > 0 else None
         if self.config.model_dir:
@@ -168,7 +284,7 @@ class LocalEmbedder(Embedder):
             except Exception as exc:  # fastembed raises bare Exceptions and ValueErrors
                 raise EmbedderUnavailable(f"cannot load the embedding model from {model_dir}: {exc}") from exc
         else:
-            cache = Path(platformdirs.user_cache_dir(APP_NAME)) / "models"
+            cache = self._cache_dir()
             try:
                 self._model = TextEmbedding(model_name=name, cache_dir=str(cache), threads=threads)
             except Exception as exc:
@@ -182,8 +298,8 @@ class LocalEmbedder(Embedder):
                     f"the model {name} in {cache} has no tokenizer.json; delete {cache} and restart to download it again"
                 )
             model_dir = found[0].parent
-        self._counter = WordPieceCounter(model_dir / "tokenizer.json", name)
-        self._budget = self._max_sequence(model_dir, name) - SPECIAL_TOKENS
+        if self._counter is None:
+            self._use_tokenizer(model_dir)
         probe = self._embed_now(["dimension probe"])
         self.dims = int(probe.shape[1])
         onnx = next(model_dir.glob("*.onnx"), None)
@@ -211,7 +327,7 @@ class LocalEmbedder(Embedder):
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not self.available():
-            raise EmbedderUnavailable(self.error or "embedder unavailable")
+            raise EmbedderUnavailable(self.unavailable_reason())
         return self._embed_now(texts)
 
     def _embed_now(self, texts: list[str]) -> np.ndarray:
@@ -253,7 +369,7 @@ class OllamaEmbedder(Embedder):
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not self.available():
-            raise EmbedderUnavailable(self.error or "embedder unavailable")
+            raise EmbedderUnavailable(self.unavailable_reason())
         try:
             return self._call(texts)
         except EmbedderUnavailable as exc:

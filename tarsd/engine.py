@@ -20,8 +20,11 @@ class Engine:
         self.config = config
         self.store = Store(db)
         self.embedder = make_embedder(config.embedder)
+        # Loads in the background: nothing here or in the daemon waits for the model.
+        self.embedder.start_loading()
         self.indexer = Indexer(config, self.store, self.embedder)
         self.searcher = Searcher(self.store, self.embedder)
 
     def close(self) -> None:
+        self.searcher.close()
         self.store.close()

@@ -13,9 +13,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from typing import Protocol
 
 from .chunker import chunk_note
 from .config import Config
@@ -31,6 +32,22 @@ CHUNKER_VERSION = 1
 EMBED_ROUND = 8
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+class UrgentPaths(Protocol):
+    """Saves that must not wait for the end of a long sync (the sync queue provides them)."""
+
+    def waiting(self) -> bool:
+        """Cheap: may a path be due?"""
+        ...
+
+    def take(self) -> list[str]:
+        """Paths due now (their debounce passed, or a search is waiting for them)."""
+        ...
+
+    def finished(self, paths: list[str]) -> None:
+        """The paths are committed: searches see them."""
+        ...
 
 
 @dataclass(slots=True)
@@ -59,11 +76,17 @@ class Indexer:
         self.max_bytes = int(config.vault.max_file_mb * 1_000_000)
         # Set to stop a sync between two files (each file's transaction always completes).
         self.stop = threading.Event()
+        # Progress of the whole-vault scan under way, and the notes the last one found, for
+        # the coverage every search reply carries.
+        self.scan_done = 0
+        self.scan_total: int | None = None
+        self.notes_on_disk: int | None = None
 
     # ---- the embedder's state decides chunk sizes and the vector space ----
 
     def _prepare_embedder(self) -> bool:
-        """True when vectors can be made now. Switches the vector table to this embedder."""
+        """True when vectors can be made now (never waits for a model that is loading).
+        Switches the vector table to this embedder."""
         if not self.embedder.available():
             return False
         assert self.embedder.fingerprint is not None
@@ -79,56 +102,107 @@ class Indexer:
         fingerprint = f"v{CHUNKER_VERSION}:{counter.fingerprint}:{budget}:{self.config.index.overlap:g}"
         return counter, budget, fingerprint
 
+    def chunking_fingerprint(self) -> str:
+        """Changes when chunks would come out differently (another tokenizer, budget or overlap)."""
+        return self._chunking()[2]
+
     # ---- sync ----
 
     def sync(
-        self, paths: list[str] | None = None, *, full: bool = False, embed: bool = True, progress: Progress | None = None
+        self,
+        paths: list[str] | None = None,
+        *,
+        full: bool = False,
+        embed: bool = True,
+        progress: Progress | None = None,
+        urgent: UrgentPaths | None = None,
     ) -> SyncReport:
         """Bring the index in line with the vault (or with just ``paths``, relative to it).
-        ``full`` re-reads and re-chunks every file, still re-using cached vectors."""
+        ``full`` re-reads and re-chunks every file, still re-using cached vectors.
+
+        Keyword rows are committed as the sync goes. ``embed`` then makes every missing vector
+        before returning, waiting for the model to load: for scripts and benchmarks. The
+        daemon passes ``embed=False`` and leaves vectors to its background rounds; it passes
+        ``urgent`` so that saves made during a long sync are committed between two files."""
         started = time.perf_counter()
         report = SyncReport()
+        if embed and self.embedder.enabled and not self.embedder.wait_ready():
+            report.embedder_error = self.embedder.unavailable_reason()
         can_embed = self._prepare_embedder()
         chunking = self._chunking()
         fingerprint = self.embedder.fingerprint if can_embed else None
 
-        if paths is None:
+        whole_vault = paths is None
+        if whole_vault:
             disk = walk(self.root)
             known = self.store.file_states()
             gone = [p for p in known if p not in disk]
             todo = list(disk.values())
+            self.scan_done, self.scan_total = 0, len(todo)
         else:
-            wanted = dict.fromkeys(_relative(self.root, p) for p in paths)  # in order, once each
-            disk_files = [(p, stat_note(self.root, p)) for p in wanted]
-            known = {p: s for p, _ in disk_files if (s := self.store.file_state(p)) is not None}
-            gone = [p for p, d in disk_files if d is None and p in known]
-            todo = [d for _, d in disk_files if d is not None]
+            todo, known, gone = self._look_up(paths)
 
         report.scanned = len(todo)
-        with self.store.batch() as tick:
-            for done, disk_file in enumerate(todo, 1):
-                if self.stop.is_set():
-                    break
-                tick()
-                self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, full, report)
-                if progress and (done % 200 == 0 or done == len(todo)):
-                    progress("scan", done, len(todo))
-            for path in gone:
-                if self.stop.is_set():
-                    break
-                tick()
-                if self.store.delete_file(path):
-                    report.deleted += 1
-        if paths is None and not self.stop.is_set():
+        try:
+            with self.store.batch() as batch:
+                for done, disk_file in enumerate(todo, 1):
+                    if self.stop.is_set():
+                        break
+                    if urgent is not None and urgent.waiting():
+                        self._sync_urgent(urgent, batch, chunking, fingerprint)
+                    batch.tick()
+                    self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, full, report)
+                    if whole_vault:
+                        self.scan_done = done
+                    if progress and (done % 200 == 0 or done == len(todo)):
+                        progress("scan", done, len(todo))
+                for path in gone:
+                    if self.stop.is_set():
+                        break
+                    batch.tick()
+                    if self.store.delete_file(path):
+                        report.deleted += 1
+        finally:
+            if whole_vault:
+                self.scan_total = None
+        if whole_vault and not self.stop.is_set():
+            self.notes_on_disk = len(todo)
             self.store.prune_cache()
 
         if embed and self.embedder.enabled:
             self.embed_pending(report, progress)
-        if self.embedder.enabled and not self.embedder.available():
-            report.embedder_error = self.embedder.error
-        report.pending_vectors = self.store.counts()["pending_vectors"] if self.embedder.enabled else 0
+        if self.embedder.enabled and not self.embedder.ready and report.embedder_error is None:
+            report.embedder_error = self.embedder.unavailable_reason()
+        report.pending_vectors = self.store.pending_count() if self.embedder.enabled else 0
         report.seconds = time.perf_counter() - started
         return report
+
+    def _look_up(self, paths: list[str]) -> tuple[list[DiskFile], dict[str, FileState], list[str]]:
+        """(files to sync, their index states, paths gone from disk) for the given paths."""
+        wanted = dict.fromkeys(_relative(self.root, p) for p in paths)  # in order, once each
+        disk_files = [(p, stat_note(self.root, p)) for p in wanted]
+        known = {p: s for p, _ in disk_files if (s := self.store.file_state(p)) is not None}
+        gone = [p for p, d in disk_files if d is None and p in known]
+        return [d for _, d in disk_files if d is not None], known, gone
+
+    def _sync_urgent(self, urgent: UrgentPaths, batch, chunking, fingerprint: str | None) -> None:
+        """Commit saves that became due while a long sync runs, so they never wait for its end."""
+        paths = urgent.take()
+        if not paths:
+            return
+        report = SyncReport()
+        try:
+            todo, known, gone = self._look_up(paths)
+            batch.tick()
+            for disk_file in todo:
+                self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, False, report)
+            for path in gone:
+                self.store.delete_file(path)
+            batch.commit()
+        finally:
+            urgent.finished(paths)
+        if report.indexed:
+            log.info("synced %d saved path(s) during a longer sync", report.indexed)
 
     def _sync_file(
         self, disk: DiskFile, state: FileState | None, chunking, fingerprint: str | None, full: bool, report: SyncReport
@@ -195,14 +269,23 @@ class Indexer:
         tries again."""
         report = report if report is not None else SyncReport()
         if not self._prepare_embedder():
-            report.embedder_error = self.embedder.error
+            if report.embedder_error is None:
+                report.embedder_error = self.embedder.unavailable_reason()
             return 0
         fingerprint = self.embedder.fingerprint
-        total = self.store.counts()["pending_vectors"] if progress else 0
+        total = self.store.pending_count() if progress else 0
         done = 0
         for round_number, batch in enumerate(self.store.pending_batches(EMBED_ROUND)):
             if self.stop.is_set() or (rounds is not None and round_number >= rounds):
                 break
+            # Chunks written while the model was still loading may have cached vectors.
+            cached = self.store.cached_vectors(fingerprint, (h for h, _ in batch))
+            if cached:
+                done += self.store.store_vectors(fingerprint, cached)
+                report.vectors_from_cache += len(cached)
+                batch = [(h, text) for h, text in batch if h not in cached]
+                if not batch:
+                    continue
             try:
                 vectors = self.embedder.embed([text for _, text in batch])
             except EmbedderUnavailable as exc:

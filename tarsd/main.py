@@ -1,8 +1,14 @@
 """tarsd: run the daemon in the foreground (launchd and systemd supervise it; it never forks).
 
-Start-up order: config, one-daemon-per-vault lock, database, socket, watcher, first
-reconcile, scheduler, then READY=1 to systemd. SIGTERM or SIGINT (or `tarsctl stop`) stops
-after the current file's transaction, removes the socket and exits 0.
+Start-up order: signal handlers (the very first thing), config, one-daemon-per-vault lock,
+database, socket, watcher, then READY=1 to systemd. Nothing waits for the first reconcile
+or the embedding model: both run in the background while tarsd already answers (search
+replies say how complete the index is). SIGTERM or SIGINT (or `tarsctl stop`) stops within
+a few seconds at any moment: the file being written finishes or rolls back, the socket is
+removed and tarsd exits 0. SIGHUP retries the embedding model at once and rescans the vault.
+
+Only the standard library is imported at module level, so the signal handlers are in place
+before the heavy imports (numpy, onnxruntime, apsw) start.
 """
 
 from __future__ import annotations
@@ -12,32 +18,39 @@ import asyncio
 import fcntl
 import logging
 import os
-import platform
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import apsw
+if TYPE_CHECKING:
+    from tarsctl.protocol import Status, StatusReply
 
-from tarsctl.protocol import PROTOCOL_VERSION, StatusReply
-
-from . import __version__
-from .chat.assistant import Assistant
-from .config import Config, ConfigError, load_config
-from .engine import Engine
-from .notify import SystemdNotifier
-from .scheduler import start_scheduler
-from .server import FrameError, Server, SocketInUse
-from .store import StoreError
-from .sync_queue import SyncQueue
-from .watcher import VaultWatcher
+    from .chat.assistant import Assistant
+    from .config import Config
+    from .engine import Engine
+    from .sync_queue import SyncQueue
+    from .watcher import VaultWatcher
 
 log = logging.getLogger("tarsd")
 
 EXIT_CONFIG = 2
 EXIT_ALREADY_RUNNING = 3
 EXIT_FAILED = 1
+# How long a stop waits for the indexing workers to reach a safe point before exiting anyway
+# (an unfinished transaction is rolled back by SQLite); the whole stop stays under 5 s.
+STOP_GRACE_SECONDS = 2.5
+THREAD_GRACE_SECONDS = 0.5
+
+# A signal that arrived before the event loop took the signals over.
+_early_stop: str | None = None
+
+
+def _note_early_signal(signum: int, _frame: object) -> None:
+    global _early_stop
+    _early_stop = signal.Signals(signum).name
 
 
 class AlreadyRunning(Exception):
@@ -46,8 +59,13 @@ class AlreadyRunning(Exception):
 
 def acquire_lock(lock_path: Path, vault: Path) -> int:
     """An flock held for the daemon's lifetime; the kernel drops it even after kill -9."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    from .store import StoreError, explain
+
+    try:
+        lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot create the lock file {lock_path}: {explain(exc, lock_path)}") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -56,13 +74,18 @@ def acquire_lock(lock_path: Path, vault: Path) -> int:
         raise AlreadyRunning(
             f"another tarsd (pid {holder}) is already serving the vault {vault}; stop it with `tarsctl stop` first"
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError:
+        pass  # the pid is only for the "already running" message; a full disk must not stop tarsd here
     return fd
 
 
 class Daemon:
     def __init__(self, config: Config):
+        from .notify import SystemdNotifier
+
         self.config = config
         self.vault = config.vault_path
         self.started_at = time.time()
@@ -74,10 +97,19 @@ class Daemon:
         self.assistant: Assistant
 
     def request_stop(self, why: str) -> None:
-        log.info("stopping: %s", why)
+        if not self._stop.is_set():
+            log.info("stopping: %s", why)
         self._stop.set()
 
+    def retry(self) -> None:
+        """SIGHUP: try the embedding model again now, and rescan the vault."""
+        log.info("SIGHUP: retrying the embedder and rescanning the vault")
+        self.engine.embedder.retry_now()
+        self.queue.request_reconcile()
+
     def vault_relative(self, path: str) -> str:
+        from .server import FrameError
+
         candidate = Path(path)
         resolved = candidate if candidate.is_absolute() else self.vault / candidate
         try:
@@ -86,41 +118,52 @@ class Daemon:
             raise FrameError("bad_request", f"{path} is not inside the vault {self.vault}", "give paths inside the vault") from None
 
     async def run(self) -> None:
+        from .chat.assistant import Assistant
+        from .engine import Engine
+        from .scheduler import start_scheduler
+        from .server import Server
+        from .sync_queue import SyncQueue
+        from .watcher import VaultWatcher
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+        if _early_stop is not None:
+            self.request_stop(f"{_early_stop} during start-up")
+            return
         lock_fd = acquire_lock(self.config.db_path.with_suffix(".lock"), self.vault)
         socket_path = self.config.socket_path
-        server = None
-        scheduler = None
+        server = scheduler = None
+        workers: list[asyncio.Task] = []
         try:
-            self.engine = await asyncio.to_thread(Engine, self.config)
-            self.queue = SyncQueue(self.engine.indexer, self.config.daemon.debounce_ms / 1000)
+            self.engine = await asyncio.to_thread(Engine, self.config)  # the model loads in the background
+            if self._stop.is_set():
+                return
+            daemon = self.config.daemon
+            self.queue = SyncQueue(self.engine.indexer, daemon.debounce_ms / 1000, daemon.retry_seconds, daemon.retry_max_seconds)
             self.watcher = VaultWatcher(self.vault, self.queue.touch, self.queue.request_reconcile)
-            loop = asyncio.get_running_loop()
             self.assistant = Assistant(self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop))
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+            loop.add_signal_handler(signal.SIGHUP, self.retry)
 
             server = Server(self)
             await server.start(socket_path)
             # Watch first, then reconcile: nothing changed in between can be missed.
             self.watcher.start()
-            worker = asyncio.create_task(self.queue.run(), name="sync-worker")
-            log.info("tarsd %s serving %s on %s (database %s)", __version__, self.vault, socket_path, self.config.db_path)
-            # Keyword search is ready after this; vectors follow in background rounds.
-            first = await self.queue.index(None, embed=False)
-            log.info(
-                "first reconcile: %d files, %d indexed, %d deleted in %.2fs", first.scanned, first.indexed, first.deleted, first.seconds
-            )
+            self.queue.request_reconcile()
+            workers = [
+                asyncio.create_task(self.queue.run(), name="keyword-worker"),
+                asyncio.create_task(self.queue.run_vectors(), name="vector-worker"),
+            ]
             scheduler = start_scheduler(self.config, self.queue, self.watcher, self.assistant)
+            log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
+            # Ready means "answers": the first scan and the model continue in the background,
+            # and every search reply says how complete the index is.
             self.notifier.send("READY=1", f"STATUS=serving {self.vault}")
-            pinger = asyncio.create_task(self._watchdog_pings()) if self.notifier.watchdog_interval() else None
-
+            pinger = asyncio.create_task(self._report_to_systemd())
             await self._stop.wait()
-            self.notifier.send("STOPPING=1")
-            if pinger:
-                pinger.cancel()
-            await self.queue.stop()
-            await asyncio.wait_for(worker, timeout=60)
+            pinger.cancel()
         finally:
+            self.notifier.send("STOPPING=1")
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
             if getattr(self, "watcher", None) is not None:
@@ -128,63 +171,63 @@ class Daemon:
             if server is not None:
                 await server.close()
                 socket_path.unlink(missing_ok=True)
-            if getattr(self, "engine", None) is not None:
+            stopped = await self._stop_workers(workers)
+            if stopped and getattr(self, "engine", None) is not None:
                 self.engine.close()
+            elif not stopped:
+                log.warning("an indexing step was still running; its unfinished transaction is rolled back")
             os.close(lock_fd)
         log.info("stopped")
 
-    def _reindex_from_thread(self, rel: str, loop: asyncio.AbstractEventLoop) -> None:
-        """Index a file tars just wrote, from a worker thread, through the single writer."""
-        asyncio.run_coroutine_threadsafe(self.queue.index([rel]), loop).result(timeout=300)
+    async def _stop_workers(self, workers: list[asyncio.Task]) -> bool:
+        """True when both workers reached a safe point within the grace period."""
+        if getattr(self, "queue", None) is None:
+            return True
+        await self.queue.stop()
+        if not workers:
+            return True
+        _, unfinished = await asyncio.wait(workers, timeout=STOP_GRACE_SECONDS)
+        for task in unfinished:
+            task.cancel()
+        return not unfinished and not self.queue.busy
 
-    async def _watchdog_pings(self) -> None:
-        interval = self.notifier.watchdog_interval() or 30.0
+    def _reindex_from_thread(self, rel: str, loop: asyncio.AbstractEventLoop) -> None:
+        """Index a file tars just wrote, from a worker thread, through the single writer: at once,
+        even in the middle of a long sync."""
+        asyncio.run_coroutine_threadsafe(self.queue.refresh([rel], timeout=60), loop).result(timeout=70)
+
+    async def _report_to_systemd(self) -> None:
+        """STATUS= lines while indexing, and WATCHDOG=1 pings while the loop is responsive
+        (a wedged loop then gets restarted)."""
+        if not self.notifier.enabled:
+            return
+        interval = min(5.0, self.notifier.watchdog_interval() or 5.0)
         while True:
-            # Ping only while the loop is responsive; a wedged loop then gets restarted.
-            self.notifier.send("WATCHDOG=1", f"STATUS=serving {self.vault}, queue {self.queue.depth}")
+            coverage = self.coverage()
+            if not coverage.reconciled and coverage.scan_total:
+                state = f"indexing: {coverage.scan_done} of {coverage.scan_total} notes checked"
+            elif coverage.pending_vectors and coverage.embedder == "ready":
+                state = f"embedding: {coverage.pending_vectors} passages to go"
+            else:
+                state = f"serving {self.vault}"
+            self.notifier.send("WATCHDOG=1", f"STATUS={state}")
             await asyncio.sleep(interval)
 
-    def status(self, request_id: int) -> StatusReply:
-        import sqlite_vec
+    @staticmethod
+    def _version() -> str:
+        from . import __version__
 
-        store = self.engine.store
-        db = self.config.db_path
-        size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
-        report = self.queue.last_report
-        last_sync: dict[str, object] = {"at": self.queue.last_sync_at, "error": self.queue.last_error}
-        if report is not None:
-            last_sync.update(indexed=report.indexed, deleted=report.deleted, seconds=round(report.seconds, 3))
-        problems = [[path, "skipped" if skipped else "repaired", problem] for path, skipped, problem in store.problems()]
-        embedder = self.engine.embedder.describe()
-        warnings = []
-        if embedder.get("error"):
-            warnings.append(f"embedder: {embedder['error']}")
-        if self.watcher.error:
-            warnings.append(f"watcher: {self.watcher.error}")
-        warnings.extend(self.assistant.warnings())
-        return StatusReply(
-            id=request_id,
-            vault=str(self.vault),
-            database=str(db),
-            database_bytes=size,
-            counts=store.counts(),
-            embedder=embedder,
-            queue_depth=self.queue.depth,
-            indexing=self.queue.busy,
-            last_sync=last_sync,
-            watcher=self.watcher.describe(),
-            problems=problems,
-            uptime=round(time.time() - self.started_at, 1),
-            versions={
-                "tars": __version__,
-                "protocol": str(PROTOCOL_VERSION),
-                "python": platform.python_version(),
-                "sqlite": apsw.sqlite_lib_version(),
-                "sqlite_vec": getattr(sqlite_vec, "__version__", store.vec_version),
-                "apsw": apsw.apsw_version(),
-            },
-            warnings=warnings,
-        )
+        return __version__
+
+    def coverage(self):
+        from .status import coverage
+
+        return coverage(self.queue, self.engine)
+
+    def status(self, request: Status) -> StatusReply:
+        from .status import build_status
+
+        return build_status(self, request)
 
 
 def _setup_logging(level: str) -> None:
@@ -195,14 +238,39 @@ def _setup_logging(level: str) -> None:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
+def _exit_lingering(code: int) -> int:
+    """Exit without waiting for a worker thread still inside a long step (a download that never
+    answers, a huge note): its SQLite transaction is rolled back, so the index stays whole."""
+    deadline = time.monotonic() + THREAD_GRACE_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
+    # The very first thing: a stop asked for during start-up is honoured, never a crash.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _note_early_signal)
     parser = argparse.ArgumentParser(prog="tarsd", description="Keep an Obsidian vault indexed and answer tarsctl over a Unix socket.")
     parser.add_argument("--vault", help="the vault folder (default: [vault] path in the config, or TARS_VAULT)")
     parser.add_argument("--config", type=Path, help="a TOML config file (default: the platform config dir's tars/config.toml)")
     parser.add_argument("--socket", help="the Unix socket to listen on")
     parser.add_argument("--log-level", help="debug, info, warning or error")
-    parser.add_argument("--version", action="version", version=f"tarsd {__version__}")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)
+    if args.version:
+        from . import __version__
+
+        print(f"tarsd {__version__}")
+        return 0
+
+    from .config import ConfigError, load_config
+
     try:
         config = load_config(args.config, vault_path=args.vault, daemon_socket=args.socket, daemon_log_level=args.log_level)
         vault = config.vault_path
@@ -212,15 +280,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tarsd: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     _setup_logging(config.daemon.log_level)
+
+    from .server import SocketInUse
+    from .store import StoreError
+
+    loop = asyncio.new_event_loop()
+    code = 0
     try:
-        asyncio.run(Daemon(config).run())
+        loop.run_until_complete(Daemon(config).run())
     except (AlreadyRunning, SocketInUse) as exc:
         log.error("%s", exc)
-        return EXIT_ALREADY_RUNNING
+        code = EXIT_ALREADY_RUNNING
     except (StoreError, ValueError, FileNotFoundError) as exc:
         log.error("%s", exc)
-        return EXIT_FAILED
-    return 0
+        code = EXIT_FAILED
+    finally:
+        # Not asyncio.run: it would wait, unbounded, for every worker thread to finish.
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+    return _exit_lingering(code)
 
 
 if __name__ == "__main__":

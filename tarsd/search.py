@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +30,8 @@ BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
 MAX_QUERY_TERMS = 32
 SNIPPET_TOKENS = 24
 SNIPPET_CHARS = 240
+# A hybrid search answers from keywords rather than wait longer for the query's vector.
+VECTOR_TIMEOUT_SECONDS = 5.0
 
 # Words too common to help a keyword match; dropped unless the query is nothing else.
 STOPWORDS = frozenset(
@@ -127,6 +130,8 @@ class Searcher:
     ) -> SearchResponse:
         if mode not in MODES:
             raise SearchError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+        if mode == "hybrid" and not self.embedder.enabled:
+            mode = "fts"  # keywords only by the user's choice ([embedder] kind = "none"): nothing to warn about
         response = SearchResponse(mode=mode)
         query = query.strip()
         if not query or limit <= 0:
@@ -141,12 +146,13 @@ class Searcher:
         vec_hits: list[tuple[int, float]] = []
         if vec_future is not None:
             try:
-                vec_hits = vec_future.result()
-            except EmbedderUnavailable as exc:
+                vec_hits = vec_future.result(timeout=VECTOR_TIMEOUT_SECONDS)
+            except (EmbedderUnavailable, FutureTimeout) as exc:
+                reason = str(exc) if isinstance(exc, EmbedderUnavailable) else self._slow_reason()
                 if mode == "vec":
-                    raise SearchError(f"vector search is unavailable: {exc}") from exc
+                    raise SearchError(f"vector search is unavailable: {reason}") from exc
                 response.mode = "fts"
-                response.warnings.append(f"vector search unavailable, showing keyword results only: {exc}")
+                response.warnings.append(f"vector search unavailable, showing keyword results only: {reason}")
 
         # Results are per note (the best chunk of each) or per chunk.
         owner = self.store.chunk_files([chunk for chunk, _ in fts_hits + vec_hits]) if per_file else {}
@@ -184,12 +190,19 @@ class Searcher:
             )
         return response
 
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def _vec_search(self, query: str, depth: int, memory_types: list[str] | None, path_prefix: str | None) -> list[tuple[int, float]]:
         return self.store.vec_search(self._query_vector(query), depth, memory_types, path_prefix)
 
+    def _slow_reason(self) -> str:
+        model = f"{self.embedder.kind} {self.embedder.config.model}"
+        return f"the embedder did not answer within {VECTOR_TIMEOUT_SECONDS:g} s ({model} is busy or stuck)"
+
     def _query_vector(self, query: str) -> bytes:
-        if not self.embedder.available():
-            raise EmbedderUnavailable(self.embedder.error or "the embedder is not available")
+        if not self.embedder.available():  # never waits for a model that is loading
+            raise EmbedderUnavailable(self.embedder.unavailable_reason())
         key = (self.embedder.fingerprint or "", query)
         with self._query_vectors_lock:
             vector = self._query_vectors.get(key)

@@ -16,8 +16,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -63,6 +63,7 @@ from tarsctl.protocol import (
 from . import __version__
 from .chat.providers import ProviderError
 from .search import MODES, SearchError
+from .sync_queue import SyncFailed
 from .vault import MEMORY_TYPES
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ log = logging.getLogger(__name__)
 CAPABILITIES = ["search", "index", "status", "progress", "stop", "chat", "cancel", "remember", "feedback", "review"]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
+VECTOR_PROGRESS_SECONDS = 0.5
 
 
 class FrameError(Exception):
@@ -158,6 +160,20 @@ class Server:
         self.server: asyncio.AbstractServer | None = None
         self.connections = 0
         self._tasks: set[asyncio.Task] = set()
+        self._handlers: dict[type, Callable[[Any, _Connection], AsyncIterator[Message]]] = {
+            Ping: self._ping,
+            Search: self._search,
+            Index: self._index,
+            Status: self._status,
+            Stop: self._stop,
+            Chat: self._chat,
+            Cancel: self._cancel,
+            EndConversation: self._end_conversation,
+            Remember: self._remember,
+            Feedback: self._feedback,
+            Review: self._review,
+            ApplyReview: self._apply_review,
+        }
 
     async def start(self, path: Path) -> None:
         prepare_socket_path(path)
@@ -256,54 +272,70 @@ class Server:
 
     async def _dispatch(self, request: Message, connection: _Connection) -> AsyncIterator[Message]:
         request_id = getattr(request, "id", 0)
-        assistant = self.daemon.assistant
+        handler = self._handlers.get(type(request))
         try:
-            if isinstance(request, Ping):
-                yield Pong(id=request_id, server=f"tarsd/{__version__}", uptime=time.time() - self.daemon.started_at)
-            elif isinstance(request, Search):
-                yield await self._search(request)
-            elif isinstance(request, Index):
-                async for reply in self._index(request):
-                    yield reply
-            elif isinstance(request, Status):
-                yield await asyncio.to_thread(self.daemon.status, request_id)
-            elif isinstance(request, Stop):
-                yield Stopping(id=request_id)
-                self.daemon.request_stop("stop requested by a client")
-            elif isinstance(request, Chat):
-                async for reply in self._chat(request, connection):
-                    yield reply
-            elif isinstance(request, Cancel):
-                pass  # arrived after its chat had finished: nothing left to cancel, nothing to answer
-            elif isinstance(request, EndConversation):
-                result = await asyncio.to_thread(assistant.end, request.conversation, request.provider, request.model)
-                yield ConversationEnded(id=request_id, session_log=result.session_log, warnings=result.warnings)
-            elif isinstance(request, Remember):
-                done = await asyncio.to_thread(assistant.remember, request.fact, request.kind, request.section)
-                yield Remembered(id=request_id, added=done.added, path=done.path, section=done.section, duplicate_of=done.duplicate_of)
-            elif isinstance(request, Feedback):
-                path = await asyncio.to_thread(assistant.feedback, request.conversation, request.good, request.note)
-                yield FeedbackSaved(id=request_id, path=path)
-            elif isinstance(request, Review):
-                rules, anything = await asyncio.to_thread(assistant.review, request.provider, request.model)
-                yield ReviewProposals(id=request_id, rules=rules, nothing_to_review=not anything)
-            elif isinstance(request, ApplyReview):
-                added, archived = await asyncio.to_thread(assistant.apply_review, request.rules)
-                yield ReviewApplied(id=request_id, added=added, archived=archived)
-            else:
+            if handler is None:
                 yield Error(id=request_id, code="bad_request", message=f"{type(request).__name__.lower()} is not a request here")
+                return
+            async for reply in handler(request, connection):
+                yield reply
         except FrameError as exc:
             exc.error.id = request_id
             yield exc.error
         except ProviderError as exc:
             yield Error(id=request_id, code=exc.code, message=exc.message, hint=exc.hint)
+        except SyncFailed as exc:
+            yield Error(
+                id=request_id, code="index_failed", message=str(exc), hint="`tarsctl status` shows the state; tars retries on its own"
+            )
         except ValueError as exc:
             yield Error(id=request_id, code="bad_request", message=str(exc))
         except Exception as exc:
             log.exception("request %s failed", type(request).__name__)
             yield Error(id=request_id, code="internal", message=f"{type(exc).__name__}: {exc}", hint="see the tarsd log for details")
 
-    async def _search(self, request: Search) -> Message:
+    # One handler per request type; each is an async generator of replies (the last is final).
+
+    async def _ping(self, request: Ping, _connection: _Connection) -> AsyncIterator[Message]:
+        yield Pong(id=request.id, server=f"tarsd/{__version__}", uptime=time.time() - self.daemon.started_at)
+
+    async def _status(self, request: Status, _connection: _Connection) -> AsyncIterator[Message]:
+        yield await asyncio.to_thread(self.daemon.status, request)
+
+    async def _stop(self, request: Stop, _connection: _Connection) -> AsyncIterator[Message]:
+        yield Stopping(id=request.id)
+        self.daemon.request_stop("stop requested by a client")
+
+    async def _cancel(self, _request: Cancel, _connection: _Connection) -> AsyncIterator[Message]:
+        return  # arrived after its chat had finished: nothing left to cancel, nothing to answer
+        yield
+
+    async def _end_conversation(self, request: EndConversation, _connection: _Connection) -> AsyncIterator[Message]:
+        result = await asyncio.to_thread(self.daemon.assistant.end, request.conversation, request.provider, request.model)
+        yield ConversationEnded(id=request.id, session_log=result.session_log, warnings=result.warnings)
+
+    async def _remember(self, request: Remember, _connection: _Connection) -> AsyncIterator[Message]:
+        done = await asyncio.to_thread(self.daemon.assistant.remember, request.fact, request.kind, request.section)
+        yield Remembered(id=request.id, added=done.added, path=done.path, section=done.section, duplicate_of=done.duplicate_of)
+
+    async def _feedback(self, request: Feedback, _connection: _Connection) -> AsyncIterator[Message]:
+        path = await asyncio.to_thread(self.daemon.assistant.feedback, request.conversation, request.good, request.note)
+        yield FeedbackSaved(id=request.id, path=path)
+
+    async def _review(self, request: Review, _connection: _Connection) -> AsyncIterator[Message]:
+        rules, anything = await asyncio.to_thread(self.daemon.assistant.review, request.provider, request.model)
+        yield ReviewProposals(id=request.id, rules=rules, nothing_to_review=not anything)
+
+    async def _apply_review(self, request: ApplyReview, _connection: _Connection) -> AsyncIterator[Message]:
+        added, archived = await asyncio.to_thread(self.daemon.assistant.apply_review, request.rules)
+        yield ReviewApplied(id=request.id, added=added, archived=archived)
+
+    async def _search(self, request: Search, _connection: _Connection) -> AsyncIterator[Message]:
+        yield await self._search_reply(request)
+
+    async def _search_reply(self, request: Search) -> Message:
+        if not request.query.strip():
+            return Error(id=request.id, code="bad_request", message="the query is empty", hint="give words to search for")
         if request.mode not in MODES:
             return Error(id=request.id, code="bad_request", message=f"unknown mode {request.mode!r}", hint=f"use one of {', '.join(MODES)}")
         unknown = [t for t in request.types if t not in MEMORY_TYPES]
@@ -314,6 +346,7 @@ class Server:
         if request.limit < 1 or request.limit > 1000:
             return Error(id=request.id, code="bad_request", message=f"limit must be 1..1000, not {request.limit}")
         started = time.perf_counter()
+        settled = await self._settle()
         try:
             response = await asyncio.to_thread(
                 self.daemon.engine.searcher.search,
@@ -329,6 +362,9 @@ class Server:
             return Error(
                 id=request.id, code="unavailable", message=str(exc), hint="use --mode fts, or see `tarsctl status` for the embedder"
             )
+        warnings = list(response.warnings)
+        if not settled:
+            warnings.append("some notes saved a moment ago were still being indexed: search again for them")
         hits = [
             Hit(
                 path=r.path,
@@ -345,9 +381,24 @@ class Server:
             for r in response.results
         ]
         elapsed = (time.perf_counter() - started) * 1000
-        return SearchResults(id=request.id, mode=response.mode, results=hits, warnings=response.warnings, elapsed_ms=round(elapsed, 2))
+        return SearchResults(
+            id=request.id,
+            mode=response.mode,
+            results=hits,
+            warnings=warnings,
+            elapsed_ms=round(elapsed, 2),
+            coverage=self.daemon.coverage(),
+        )
 
-    async def _index(self, request: Index) -> AsyncIterator[Message]:
+    async def _settle(self) -> bool:
+        """Commit every save made before this search (a hook that saves, then searches, finds
+        its save): let the watcher catch up, then finish the paths queued. Bounded in time."""
+        budget = self.daemon.config.daemon.settle_ms / 1000
+        deadline = time.monotonic() + budget
+        await self.daemon.watcher.caught_up(budget)
+        return await self.daemon.queue.settle(max(0.0, deadline - time.monotonic()))
+
+    async def _index(self, request: Index, _connection: _Connection) -> AsyncIterator[Message]:
         paths = None
         if request.paths:
             paths = [self.daemon.vault_relative(p) for p in request.paths]
@@ -357,11 +408,23 @@ class Server:
         def progress(phase: str, done: int, total: int) -> None:
             loop.call_soon_threadsafe(events.put_nowait, Progress(id=request.id, phase=phase, done=done, total=total))
 
-        job = asyncio.ensure_future(self.daemon.queue.index(paths, full=request.full, progress=progress))
-        job.add_done_callback(lambda _: loop.call_soon(events.put_nowait, None))
+        queue = self.daemon.queue
+        job, position = queue.enqueue(paths, full=request.full, progress=progress)
+        if position.running or position.ahead:
+            ahead = [f"a {position.running}" if position.running else "", f"{position.ahead} queued request(s)" if position.ahead else ""]
+            yield Progress(
+                id=request.id, phase="queued", done=0, total=position.ahead, message="queued behind " + " and ".join(filter(None, ahead))
+            )
+        job.add_done_callback(lambda _: events.put_nowait(None))
         while (event := await events.get()) is not None:
             yield event
-        report = job.result()
+        report = job.result()  # SyncFailed goes to _dispatch, which answers with its cause
+        if request.wait and self.daemon.engine.embedder.enabled:
+            async for event in self._wait_for_vectors(request.id):
+                yield event
+            report.pending_vectors = await asyncio.to_thread(self.daemon.engine.store.pending_count)
+            embedder = self.daemon.engine.embedder
+            report.embedder_error = embedder.unavailable_reason() if report.pending_vectors and not embedder.ready else None
         yield IndexDone(
             id=request.id,
             scanned=report.scanned,
@@ -377,6 +440,22 @@ class Server:
             embedder_error=report.embedder_error or "",
             problems=report.problems,
         )
+
+    async def _wait_for_vectors(self, request_id: int) -> AsyncIterator[Message]:
+        """Embed progress until no vector is pending, or the model is not there to make them."""
+        embedder, store = self.daemon.engine.embedder, self.daemon.engine.store
+        total = None
+        while True:
+            pending = await asyncio.to_thread(store.pending_count)
+            total = pending if total is None else max(total, pending)
+            if pending == 0:
+                yield Progress(id=request_id, phase="embed", done=total, total=total)
+                return
+            if embedder.state == "unavailable":
+                return  # IndexDone says why, with the count still pending
+            message = "waiting for the embedding model to load" if embedder.state == "loading" else ""
+            yield Progress(id=request_id, phase="embed", done=total - pending, total=total, message=message)
+            await asyncio.sleep(VECTOR_PROGRESS_SECONDS)
 
     async def _chat(self, request: Chat, connection: _Connection) -> AsyncIterator[Message]:
         """Stream a chat turn. A cancel frame, or the client going away, stops the answer."""

@@ -7,9 +7,12 @@ one transaction, so the tables never disagree, even after a kill -9.
 
 from __future__ import annotations
 
+import errno
+import logging
+import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +20,8 @@ from pathlib import Path
 import apsw
 
 from .chunker import Chunk
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 COLLECTION = "vault"
@@ -108,6 +113,63 @@ class StoreError(Exception):
     """The database cannot be used; the message says why and what to do."""
 
 
+def explain(exc: BaseException, db_path: Path) -> str:
+    """What a database failure means for the user and what to do, instead of apsw's words."""
+    if isinstance(exc, apsw.FullError) or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        try:
+            free = f"{shutil.disk_usage(db_path.parent).free / 1e6:.1f} MB free"
+        except OSError:
+            free = "free space unknown"
+        return (
+            f"the disk holding the index {db_path} is full ({free}): free some space, or set [index] db_path "
+            "to another disk; tars retries on its own"
+        )
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return f"the index {db_path} is locked by another program: close it (an open sqlite3 shell?); tars retries on its own"
+    if isinstance(exc, apsw.CantOpenError):
+        return f"cannot open the index {db_path} (too many open files, or the folder is gone): {exc}; tars retries on its own"
+    if isinstance(exc, apsw.ReadOnlyError):
+        return f"the index {db_path} is read-only: make it writable or set [index] db_path elsewhere"
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return f"the index {db_path} is damaged ({exc}): stop tarsd, delete the file and start again (it is rebuilt from the vault)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Batch:
+    """Commits of a large sync: see Store.batch."""
+
+    def __init__(self, store: Store, max_seconds: float):
+        self.store = store
+        self.max_seconds = max_seconds
+        self._open = False
+        self._since = 0.0
+
+    def tick(self) -> None:
+        """Call before each file: commits when the batch is old enough, then opens one."""
+        if self._open and time.monotonic() - self._since >= self.max_seconds:
+            self.commit()
+        if not self._open:
+            with self.store.lock:
+                self.store.conn.execute("BEGIN IMMEDIATE")
+            self._open, self._since = True, time.monotonic()
+
+    def commit(self) -> None:
+        """Commit now (the next tick opens a new batch)."""
+        if not self._open:
+            return
+        self._open = False
+        with self.store.lock:
+            conn = self.store.conn
+            if not conn.in_transaction:
+                return  # SQLite rolled it back itself (disk full, I/O error): nothing to commit
+            try:
+                conn.execute("COMMIT")
+            except apsw.Error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+
 @dataclass(frozen=True, slots=True)
 class FileState:
     id: int
@@ -176,8 +238,12 @@ class Store:
         self.vec_version = load_vec_extension(self.conn)
         self._has_vectors: bool | None = None
         self.lock = threading.RLock()
-        self._migrate()
-        self.collection_id = self._collection()
+        try:
+            self._migrate()
+            self.collection_id = self._collection()
+        except apsw.Error as exc:
+            self.conn.close()
+            raise StoreError(f"cannot prepare the index: {explain(exc, path)}") from exc
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
@@ -190,6 +256,8 @@ class Store:
             for pragma in CONNECTION_PRAGMAS + (("PRAGMA query_only = ON",) if read_only else ()):
                 conn.execute(pragma).fetchall()
         except apsw.Error as exc:
+            if isinstance(exc, apsw.FullError):
+                raise StoreError(f"cannot open the index: {explain(exc, self.path)}") from exc
             raise StoreError(
                 f"cannot open the index database {self.path}: {exc}; check the directory is writable or set [index] db_path"
             ) from exc
@@ -263,35 +331,26 @@ class Store:
             return True
 
     @contextmanager
-    def batch(self, max_seconds: float = 0.2) -> Iterator[Callable[[], None]]:
+    def batch(self, max_seconds: float = 0.2) -> Iterator[Batch]:
         """Group many files' writes into fewer commits during a large sync.
 
         Each file's writes stay a savepoint of their own, so the tables agree after every
-        commit; a commit happens whenever ``max_seconds`` have passed (call the yielded
-        ``tick`` between files) and at the end. A kill loses at most the last batch, which
-        the next reconcile redoes."""
-        state = {"open": False, "since": 0.0}
-
-        def commit() -> None:
-            if state["open"]:
-                with self.lock:
-                    self.conn.execute("COMMIT")
-                state["open"] = False
-
-        def tick() -> None:
-            if state["open"] and time.monotonic() - state["since"] >= max_seconds:
-                commit()
-            if not state["open"]:
-                with self.lock:
-                    self.conn.execute("BEGIN IMMEDIATE")
-                state["open"], state["since"] = True, time.monotonic()
-
+        commit; a commit happens whenever ``max_seconds`` have passed (call ``tick`` between
+        files), on ``commit``, and at the end. A kill loses at most the last batch, which the
+        next reconcile redoes."""
+        batch = Batch(self, max_seconds)
         try:
-            yield tick
-        finally:
-            # Commit even after an error: every file inside is a complete savepoint, and other
-            # writers on this connection (a chat message saved meanwhile) must not be rolled back.
-            commit()
+            yield batch
+        except BaseException:
+            # Keep what earlier files wrote (other writers on this connection, a chat message
+            # saved meanwhile, must not be rolled back), but never let a failing COMMIT hide
+            # the error that stopped the sync.
+            try:
+                batch.commit()
+            except apsw.Error as exc:
+                log.warning("could not commit the last batch after an error: %s", exc)
+            raise
+        batch.commit()
 
     # ---- files ----
 
@@ -309,6 +368,11 @@ class Store:
                 (self.collection_id, path),
             ).fetchall()
         return FileState(rows[0][0], rows[0][1], rows[0][2], rows[0][3], rows[0][4], bool(rows[0][5])) if rows else None
+
+    def uses_other_chunking(self, chunker: str) -> bool:
+        """True if some indexed note was chunked another way (it is re-chunked at the next sync)."""
+        sql = "SELECT 1 FROM files WHERE skipped = 0 AND chunker != ? LIMIT 1"
+        return bool(self.reader().execute(sql, (chunker,)).fetchall())
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         """Same content, new stat (a touch, or a copy preserving bytes): no re-chunking."""
@@ -459,8 +523,10 @@ class Store:
                 yield batch
 
     def has_pending_vectors(self) -> bool:
-        with self.lock:
-            return bool(self.conn.execute("SELECT 1 FROM chunks WHERE embedded = 0 LIMIT 1").fetchall())
+        return bool(self.reader().execute("SELECT 1 FROM chunks WHERE embedded = 0 LIMIT 1").fetchall())
+
+    def pending_count(self) -> int:
+        return self.reader().execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchall()[0][0]
 
     def prune_cache(self) -> int:
         """Forget cached vectors no chunk uses any more (old edits of notes)."""
@@ -578,6 +644,25 @@ class Store:
         )
 
     # ---- status ----
+
+    def coverage_counts(self) -> dict[str, int]:
+        """notes, skipped, chunks, pending (vectors): cheap enough for every search reply.
+        Counted again only after a commit: PRAGMA data_version on this thread's read
+        connection changes exactly when the writer has committed something."""
+        reader = self.reader()
+        version = reader.execute("PRAGMA data_version").fetchall()[0][0]
+        cached = getattr(self._local, "coverage", None)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        one = lambda sql: reader.execute(sql).fetchall()[0][0]  # noqa: E731
+        counts = {
+            "notes": one("SELECT count(*) FROM files WHERE skipped = 0"),
+            "skipped": one("SELECT count(*) FROM files WHERE skipped = 1"),
+            "chunks": one("SELECT count(*) FROM chunks"),
+            "pending": one("SELECT count(*) FROM chunks WHERE embedded = 0"),
+        }
+        self._local.coverage = (version, counts)
+        return counts
 
     def counts(self) -> dict[str, int]:
         with self.lock:

@@ -1,57 +1,112 @@
-"""The daemon's single indexing worker and the queue that feeds it.
+"""The daemon's indexing workers and the queue that feeds them.
 
 Watch events arrive per path and are debounced (a save is often several events); explicit
-index requests and reconcile scans queue behind them. One worker runs the jobs in a thread,
-one at a time, so SQLite sees a single writer. Between jobs it embeds pending chunks a small
-round at a time, so a freshly saved note is searchable by keyword at once and never waits
-behind a long embedding backlog.
+index requests and reconcile scans queue behind them. Two workers run side by side:
+
+- the keyword worker runs sync jobs one at a time in a thread, so SQLite sees one writer
+  at a time; a save that becomes due during a long sync is committed between two of its
+  files, so keyword search never waits for the end of a reconcile;
+- the vector worker embeds pending chunks a small round at a time, newest first, whenever
+  the model is ready. Nothing keyword-related ever waits for it.
+
+A failed job (disk full, database locked) is logged with its cause, reported in status and
+to the waiting client, and retried after a back-off; neither worker ever dies of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from .indexer import Indexer, Progress, SyncReport
+from .store import explain
 
 log = logging.getLogger(__name__)
+
+VECTOR_RETRY_SECONDS = 5.0
+VECTOR_RETRY_MAX_SECONDS = 300.0
+FAILURE_REMINDER_SECONDS = 600.0
+
+
+class SyncFailed(Exception):
+    """A sync job failed; the message says why in the user's terms, and that it is retried."""
 
 
 @dataclass(slots=True)
 class _Job:
+    kind: str  # index | reconcile | paths
     paths: list[str] | None  # None: the whole vault
     full: bool = False
-    embed: bool = True
     progress: Progress | None = None
-    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    done: asyncio.Future | None = None  # someone waits for the report
+
+
+@dataclass(slots=True)
+class QueuePosition:
+    """Where a newly queued index request stands (for the client's "queued" message)."""
+
+    ahead: int
+    running: str  # what the keyword worker does now: "", "reconcile", "index", "saves"
+
+
+@dataclass(slots=True)
+class _Retry:
+    delay: float = 0.0
+    at: float | None = None  # wall clock of the next attempt
+    error: str | None = None
+    paths: set[str] = field(default_factory=set)
+    whole_vault: bool = False
 
 
 class SyncQueue:
-    def __init__(self, indexer: Indexer, debounce_seconds: float):
+    def __init__(self, indexer: Indexer, debounce_seconds: float, retry_seconds: float = 2.0, retry_max_seconds: float = 60.0):
         self.indexer = indexer
         self.debounce = debounce_seconds
+        self.retry_seconds = retry_seconds
+        self.retry_max_seconds = retry_max_seconds
         self.loop = asyncio.get_running_loop()
-        self._due: dict[str, float] = {}  # path -> loop time when its debounce ends
-        self._jobs: list[_Job] = []
+        # _due and _in_flight are read by the keyword worker's thread in the middle of a sync.
+        self._lock = threading.Lock()
+        self._due: dict[str, float] = {}  # path -> monotonic time its debounce ends
+        self._in_flight: set[str] = set()  # taken by the worker, not committed yet
+        self._urgent = threading.Event()  # some path in _due may be due: the sync thread checks it
+        self._jobs: deque[_Job] = deque()
         self._reconcile = False
         self._wake = asyncio.Event()
+        self._vectors_wake = asyncio.Event()
+        self._settled = asyncio.Condition()
         self._stopping = False
-        self.busy = False
+        self._retry = _Retry()
+        self._vector_retry = 0.0
+        self.running = ""  # what the keyword worker is doing: reconcile | index | saves | ""
+        self.reconciled = False  # a whole-vault scan has completed since start
+        self.vectors_busy = False
         self.last_report: SyncReport | None = None
         self.last_sync_at: float | None = None
         self.last_error: str | None = None
+        self.vector_error: str | None = None
+        self.failures = 0
+        self._logged_failure_at = float("-inf")
+        indexer.embedder.on_change(self._embedder_changed)
 
     # ---- producers (touch and request_reconcile are safe from any thread) ----
 
     def touch(self, path: str) -> None:
-        self.loop.call_soon_threadsafe(self._touch, path)
+        self.loop.call_soon_threadsafe(self._touch, path, self.debounce)
 
-    def _touch(self, path: str) -> None:
-        deadline = self.loop.time() + self.debounce
-        self._due[path] = deadline
-        self.loop.call_at(deadline, self._wake.set)
+    def _touch(self, path: str, delay: float) -> None:
+        deadline = time.monotonic() + delay
+        with self._lock:
+            self._due[path] = deadline
+        self.loop.call_at(self.loop.time() + delay, self._deadline_passed)
+
+    def _deadline_passed(self) -> None:
+        self._urgent.set()
+        self._wake.set()
 
     def request_reconcile(self) -> None:
         self.loop.call_soon_threadsafe(self._request_reconcile)
@@ -60,63 +115,145 @@ class SyncQueue:
         self._reconcile = True
         self._wake.set()
 
-    async def index(self, paths: list[str] | None, full: bool = False, embed: bool = True, progress: Progress | None = None) -> SyncReport:
-        """Queue an index request and wait for its report. Without ``embed`` the new chunks'
-        vectors are made afterwards, in the background rounds."""
-        job = _Job(paths, full=full, embed=embed, progress=progress)
+    def enqueue(
+        self, paths: list[str] | None, full: bool = False, progress: Progress | None = None
+    ) -> tuple[asyncio.Future, QueuePosition]:
+        """Queue an index request; the future gets its SyncReport (keyword rows committed;
+        vectors follow in the background). Also says what is ahead of it."""
+        job = _Job("index", paths, full=full, progress=progress, done=self.loop.create_future())
+        position = QueuePosition(ahead=len(self._jobs) + int(self._reconcile), running=self.running)
         self._jobs.append(job)
+        self.indexer.embedder.retry_now()  # an explicit index is the user's "try the model again"
         self._wake.set()
-        return await job.done
+        return job.done, position
+
+    async def index(self, paths: list[str] | None, full: bool = False, progress: Progress | None = None) -> SyncReport:
+        done, _ = self.enqueue(paths, full, progress)
+        return await done
+
+    async def settle(self, timeout: float) -> bool:
+        """Commit the saves already queued (still in their debounce, or being written) before a
+        search answers, waiting at most ``timeout``. False if that was not enough."""
+        return await self._commit_now(None, timeout)
+
+    async def refresh(self, paths: list[str], timeout: float) -> bool:
+        """Index these paths now, between two files of any long sync (a file tars just wrote)."""
+        return await self._commit_now(paths, timeout)
+
+    async def _commit_now(self, paths: list[str] | None, timeout: float) -> bool:
+        with self._lock:
+            if paths is not None:
+                self._due.update(dict.fromkeys(paths, 0.0))
+            waiting = set(self._due) | self._in_flight
+            if not waiting:
+                return True
+            for path in self._due:
+                self._due[path] = 0.0  # due now
+        self._urgent.set()
+        self._wake.set()
+
+        def committed() -> bool:
+            with self._lock:
+                return not (waiting & (self._due.keys() | self._in_flight))
+
+        try:
+            async with self._settled:
+                await asyncio.wait_for(self._settled.wait_for(committed), timeout)
+        except TimeoutError:
+            return False
+        return True
 
     @property
     def depth(self) -> int:
-        return len(self._due) + len(self._jobs) + int(self._reconcile)
+        with self._lock:
+            due = len(self._due)
+        return due + len(self._jobs) + int(self._reconcile)
 
-    # ---- the worker ----
+    def queued_paths(self) -> set[str]:
+        with self._lock:
+            return set(self._due) | self._in_flight
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.running) or self.vectors_busy
+
+    def describe_retry(self) -> dict[str, object]:
+        return {"error": self._retry.error or "", "next_attempt_at": self._retry.at}
+
+    # ---- the keyword worker ----
 
     async def run(self) -> None:
         while not self._stopping:
+            self._wake.clear()  # before looking, so a wake-up after the look is never lost
             job = self._next_job()
             if job is None:
-                if await self._embed_round():
-                    continue
-                self._wake.clear()
-                if self._next_job_ready():
-                    continue
                 await self._wake.wait()
                 continue
             await self._run_job(job)
 
-    def _next_job_ready(self) -> bool:
-        now = self.loop.time()
-        return bool(self._jobs) or self._reconcile or any(t <= now for t in self._due.values())
+    def waiting(self) -> bool:
+        """Cheap: may a path be due? (The sync thread asks between every two files.)"""
+        return self._urgent.is_set()
+
+    def take(self) -> list[str]:
+        """Paths whose debounce has passed, marked in flight (called from the sync thread too)."""
+        self._urgent.clear()
+        now = time.monotonic()
+        with self._lock:
+            ready = [path for path, deadline in self._due.items() if deadline <= now]
+            for path in ready:
+                del self._due[path]
+            self._in_flight.update(ready)
+        return ready
+
+    def finished(self, paths: list[str]) -> None:
+        """Paths committed (called from the sync thread): wake searches waiting to settle."""
+        with self._lock:
+            self._in_flight.difference_update(paths)
+        self.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._notify_settled()))
+
+    async def _notify_settled(self) -> None:
+        async with self._settled:
+            self._settled.notify_all()
 
     def _next_job(self) -> _Job | None:
+        # Fresh saves first: they are small, and they are what the user searches for next.
+        ready = self.take()
+        if ready:
+            return _Job("paths", ready)
         if self._jobs:
-            return self._jobs.pop(0)
+            return self._jobs.popleft()
         if self._reconcile:
             self._reconcile = False
-            self._due.clear()  # the scan covers them
-            return _Job(None, embed=False)
-        now = self.loop.time()
-        ready = [path for path, deadline in self._due.items() if deadline <= now]
-        for path in ready:
-            del self._due[path]
-        return _Job(ready, embed=False) if ready else None
+            return _Job("reconcile", None)
+        return None
 
     async def _run_job(self, job: _Job) -> None:
-        self.busy = True
+        self.running = {"paths": "saves"}.get(job.kind, job.kind)
+        urgent = self if job.paths is None or len(job.paths) > 1 else None
         try:
-            report = await asyncio.to_thread(self.indexer.sync, job.paths, full=job.full, embed=job.embed, progress=job.progress)
+            report = await asyncio.to_thread(self.indexer.sync, job.paths, full=job.full, embed=False, progress=job.progress, urgent=urgent)
         except Exception as exc:  # the worker must survive anything one sync throws
-            log.exception("sync failed")
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            if not job.done.done():
-                job.done.set_exception(exc)
+            self._failed(job, exc)
             return
         finally:
-            self.busy = False
-        self.last_report, self.last_sync_at, self.last_error = report, time.time(), None
+            self.running = ""
+            if job.kind == "paths":
+                self.finished(job.paths or [])
+        if self.indexer.stop.is_set():
+            if job.done is not None and not job.done.done():
+                job.done.cancel()
+            return
+        self._succeeded(job, report)
+
+    def _succeeded(self, job: _Job, report: SyncReport) -> None:
+        if job.paths is None:
+            self.reconciled = True
+        self.last_report, self.last_sync_at = report, time.time()
+        if self.last_error is not None:
+            log.info("indexing works again")
+        self.last_error, self.failures = None, 0
+        self._retry = _Retry()
         if report.indexed or report.deleted or report.skipped:
             log.info(
                 "synced %s: %d indexed, %d deleted, %d skipped in %.2fs",
@@ -126,27 +263,96 @@ class SyncQueue:
                 report.skipped,
                 report.seconds,
             )
-        if not job.done.done():
+        self._vectors_wake.set()
+        if job.done is not None and not job.done.done():
             job.done.set_result(report)
 
-    async def _embed_round(self) -> bool:
-        """Embed one round of pending chunks; False when there is nothing (or no embedder)."""
-        embedder = self.indexer.embedder
-        if not embedder.enabled or not self.indexer.store.has_pending_vectors() or not embedder.available():
-            return False
-        self.busy = True
+    def _failed(self, job: _Job, exc: Exception) -> None:
+        """Log the real cause, tell the waiting client, and retry the same work later."""
+        reason = explain(exc, self.indexer.store.path)
+        self.failures += 1
+        now = time.monotonic()
+        # The same failure again (every retry of a full disk) is logged once, then as a reminder.
+        if reason != self.last_error or now - self._logged_failure_at >= FAILURE_REMINDER_SECONDS:
+            self._logged_failure_at = now
+            again = f" ({self.failures} attempts so far)" if reason == self.last_error else ""
+            if reason.startswith(type(exc).__name__):  # nothing known about it: keep the traceback
+                log.error("sync failed%s: %s", again, reason, exc_info=exc)
+            else:
+                log.error("sync failed%s: %s", again, reason)
+        self.last_error = reason
+        retry = self._retry
+        retry.delay = self.retry_seconds if retry.delay == 0 else min(self.retry_max_seconds, retry.delay * 2)
+        retry.at, retry.error = time.time() + retry.delay, reason
+        if job.paths is None:
+            self.loop.call_later(retry.delay, self._request_reconcile)
+        else:
+            for path in job.paths:
+                self._touch(path, retry.delay)
+        self._vectors_wake.set()
+        if job.done is not None and not job.done.done():
+            job.done.set_exception(SyncFailed(f"{reason} (next attempt in {retry.delay:.0f} s)"))
+
+    # ---- the vector worker ----
+
+    def _embedder_changed(self) -> None:
+        """From the embedder's loader thread after each load attempt."""
+        self.loop.call_soon_threadsafe(self._vectors_wake.set)
+        if self.indexer.embedder.ready and self._chunking_changed():
+            # The model brought its own tokenizer: notes chunked by the estimate are redone.
+            self.request_reconcile()
+
+    def _chunking_changed(self) -> bool:
+        return self.indexer.store.uses_other_chunking(self.indexer.chunking_fingerprint())
+
+    async def run_vectors(self) -> None:
+        embedder, store = self.indexer.embedder, self.indexer.store
+        while not self._stopping:
+            self._vectors_wake.clear()  # before looking, so a wake-up after the look is never lost
+            pending = embedder.enabled and await asyncio.to_thread(store.has_pending_vectors)
+            if pending and embedder.available():
+                await self._embed_round()
+                continue
+            if pending and embedder.state == "unavailable" and embedder.next_retry_at is not None:
+                # Sleep until the model's back-off ends; available() then starts the retry,
+                # whose end wakes this loop again.
+                await self._sleep(max(0.1, embedder.next_retry_at - time.time()))
+                continue
+            await self._vectors_wake.wait()
+
+    async def _embed_round(self) -> None:
+        store = self.indexer.store
+        report = SyncReport()
+        self.vectors_busy = True
         try:
-            report = SyncReport()
             await asyncio.to_thread(self.indexer.embed_pending, report, None, 1)
+        except Exception as exc:  # a full disk, a locked database: back off and retry
+            reason = explain(exc, store.path)
+            self._vector_retry = min(VECTOR_RETRY_MAX_SECONDS, max(VECTOR_RETRY_SECONDS, self._vector_retry * 2))
+            if reason != self.vector_error:
+                log.error("embedding round failed: %s; retrying with back-off", reason)
+            self.vector_error = reason
+            await self._sleep(self._vector_retry)
+            return
         finally:
-            self.busy = False
-        return report.vectors_embedded > 0 and report.embedder_error is None
+            self.vectors_busy = False
+        if self.vector_error is not None and report.embedder_error is None:
+            log.info("embedding works again")
+        self.vector_error, self._vector_retry = report.embedder_error, 0.0
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait, unless woken (new work, a stop) first."""
+        try:
+            await asyncio.wait_for(self._vectors_wake.wait(), seconds)
+        except TimeoutError:
+            pass
 
     async def stop(self) -> None:
         """Stop after the file being written now; its transaction always completes."""
         self._stopping = True
         self.indexer.stop.set()
         self._wake.set()
+        self._vectors_wake.set()
         for job in self._jobs:
-            if not job.done.done():
+            if job.done is not None and not job.done.done():
                 job.done.cancel()

@@ -4,15 +4,24 @@ inotify drops events on overflow, editors save by writing a temp file and renami
 the note, and folders move wholesale. So every event only names paths to look at again (a
 move names both ends), folder events ask for a reconcile scan of the real tree, and a dead
 observer is replaced, followed by a reconcile.
+
+A search must see a save made a moment before it, even one whose event is still on its way.
+As watchman does, the watcher can be asked to catch up: it creates a cookie file in the
+vault root (``.tars-sync-*``, hidden, never indexed, deleted at once) and waits for that
+file's own event; events of one inotify instance arrive in order, so every change made
+before the cookie has been reported by then.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import os
+import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from watchdog.events import (
     DirCreatedEvent,
@@ -48,6 +57,7 @@ _CHANGES = {"created", "deleted", "moved", "closed"}
 # the events lost with it are found again by a reconcile.
 _OVERFLOW_LOGGER = "watchdog.observers.inotify_c"
 _OVERFLOW_TEXT = "queue overflow"
+COOKIE_PREFIX = ".tars-sync-"
 
 
 class _OverflowListener(logging.Handler):
@@ -67,6 +77,10 @@ class _Handler(FileSystemEventHandler):
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type not in _CHANGES:
+            return
+        name = os.path.basename(os.fsdecode(event.src_path))
+        if name.startswith(COOKIE_PREFIX):
+            self.watcher.cookie_seen(name)
             return
         self.watcher.events += 1
         self.watcher.last_event_at = time.time()
@@ -92,6 +106,38 @@ class VaultWatcher:
         self.error: str | None = None
         self.overflows = 0
         self._overflow_listener = _OverflowListener(self)
+        self._cookies: dict[str, Callable[[], None]] = {}
+        self._cookies_lock = threading.Lock()
+        self._cookie_numbers = itertools.count()
+
+    async def caught_up(self, timeout: float) -> bool:
+        """Wait until every change made in the vault before this call has been reported.
+        False when that cannot be known (no watcher, a read-only vault) or took too long."""
+        if not self.alive:
+            return False
+        loop = asyncio.get_running_loop()
+        seen = loop.create_future()
+        name = f"{COOKIE_PREFIX}{os.getpid()}-{next(self._cookie_numbers)}"
+        with self._cookies_lock:
+            self._cookies[name] = lambda: loop.call_soon_threadsafe(lambda: seen.done() or seen.set_result(True))
+        try:
+            cookie = self.root / name
+            os.close(os.open(cookie, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            os.unlink(cookie)
+            await asyncio.wait_for(seen, timeout)
+            return True
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            with self._cookies_lock:
+                self._cookies.pop(name, None)
+
+    def cookie_seen(self, name: str) -> None:
+        """From the observer thread: a cookie's event arrived."""
+        with self._cookies_lock:
+            callback = self._cookies.pop(name, None)
+        if callback is not None:
+            callback()
 
     def hint(self, absolute: str) -> None:
         try:

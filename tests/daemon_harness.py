@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from collections.abc import Callable
 
 from tarsctl.client import Client
 from tarsctl.protocol import Search, Status
@@ -88,15 +91,18 @@ class TarsDaemon:
         with Client(self.socket, timeout=30) as client:
             return client.call(Status(id=1))
 
-    def tarsctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tarsctl.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+    def tarsctl_command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "tarsctl.cli", *args]
 
-    def stop(self, sig: int = signal.SIGTERM) -> int:
+    def tarsctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(self.tarsctl_command(*args), env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.process is None or self.process.poll() is not None:
             return self.process.returncode if self.process else 0
         self.process.send_signal(sig)
         try:
-            return self.process.wait(timeout=60)
+            return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise AssertionError(f"tarsd did not stop on signal {sig}:\n{self.log.read_text()}") from None
@@ -109,3 +115,56 @@ class TarsDaemon:
     def cleanup(self) -> None:
         self.kill()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers (a model hub that
+    hangs). Yields its URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+@contextlib.contextmanager
+def notify_listener() -> Iterator[tuple[str, Callable[[str], list[str]]]]:
+    """A NOTIFY_SOCKET for sd_notify messages: yields (path, wait_for_message)."""
+    path = f"/tmp/tars-notify-{os.getpid()}-{time.monotonic_ns()}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(path)
+    listener.settimeout(DEADLINE_SECONDS)
+    messages: list[str] = []
+
+    def wait_message(text: str) -> list[str]:
+        while not any(text in m for m in messages):
+            messages.append(listener.recv(4096).decode())
+        return messages
+
+    try:
+        yield path, wait_message
+    finally:
+        listener.close()
+        os.unlink(path)

@@ -247,7 +247,7 @@ def test_tarsctl_commands(start_daemon, vault):
     assert "vault" in daemon.tarsctl("status").stdout
 
     index = daemon.tarsctl("index", str(vault / "notes" / "beagles.md"), "--json")
-    assert json.loads(index.stdout)["scanned"] == 1
+    assert json.loads(index.stdout.splitlines()[-1])["scanned"] == 1
     outside = daemon.tarsctl("index", "/etc/passwd")
     assert outside.returncode == 1 and "not inside the vault" in outside.stderr
 
@@ -268,4 +268,4 @@ def test_live_vectors_with_the_local_model(start_daemon, vault):
     write(vault, "trip.md", "# Trip\n\nWe took the train to Lisbon in June.\n")
     wait_for(lambda: daemon.search("holiday by rail to Portugal", mode="vec") == ["trip.md"], "a new note to be found by meaning")
     status = daemon.status()
-    assert status.embedder["available"] and status.counts["vectors"] == status.counts["chunks"]
+    assert status.embedder.state == "ready" and status.counts["vectors"] == status.counts["chunks"]
