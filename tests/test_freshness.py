@@ -16,7 +16,7 @@ import pytest
 
 from conftest import DENDRON, write
 from daemon_harness import notify_listener, silent_server, wait_for
-from tarsctl.protocol import Coverage, Search, SearchResults, Status
+from tarsctl.protocol import Search, SearchResults
 
 PROMPT_SECONDS = 2.0  # "promptly": an answer that does not wait for the model
 
