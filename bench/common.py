@@ -147,6 +147,24 @@ def proc_status_mb(key: str = "VmRSS") -> float:
     return math.nan
 
 
+def ndcg(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    """nDCG@k with graded relevance (linear gain, as trec_eval and BEIR): grades maps doc -> grade > 0."""
+    dcg = sum(grades.get(doc, 0) / math.log2(i + 1) for i, doc in enumerate(ranked[:k], 1))
+    ideal = sum(g / math.log2(i + 1) for i, g in enumerate(sorted(grades.values(), reverse=True)[:k], 1))
+    return dcg / ideal if ideal else 0.0
+
+
+def mrr(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    """Reciprocal rank of the first doc with a grade > 0 within the top k (0 when none)."""
+    return next((1 / i for i, doc in enumerate(ranked[:k], 1) if grades.get(doc, 0) > 0), 0.0)
+
+
+def recall(ranked: list[str], grades: dict[str, int], k: int) -> float:
+    """Share of the docs with a grade > 0 found in the top k."""
+    relevant = {doc for doc, g in grades.items() if g > 0}
+    return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
+
+
 def met(ok: bool) -> str:
     return "yes" if ok else "NO"
 

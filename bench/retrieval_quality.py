@@ -11,26 +11,27 @@ for the next run (use the same --docs).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import Progress, log, met, note_markdown, open_engine, print_table, scifact_corpus, scifact_qrels, scifact_queries
+from common import (
+    Progress,
+    log,
+    met,
+    ndcg,
+    note_markdown,
+    open_engine,
+    print_table,
+    recall,
+    scifact_corpus,
+    scifact_qrels,
+    scifact_queries,
+)
 
 MODES = ("fts", "vec", "hybrid")
 TARGETS = {"fts": 0.66, "vec": 0.62, "hybrid": 0.70}
-
-
-def ndcg_at_10(ranked: list[str], relevant: set[str]) -> float:
-    dcg = sum(1 / math.log2(i + 1) for i, doc in enumerate(ranked[:10], 1) if doc in relevant)
-    ideal = sum(1 / math.log2(i + 1) for i in range(1, min(len(relevant), 10) + 1))
-    return dcg / ideal
-
-
-def recall_at_100(ranked: list[str], relevant: set[str]) -> float:
-    return len(set(ranked[:100]) & relevant) / len(relevant)
 
 
 def select_docs(corpus: list[dict], needed: set[str], limit: int) -> list[dict]:
@@ -73,25 +74,26 @@ def main() -> None:
 
             scores: dict[str, tuple[float, float]] = {}
             for mode in MODES:
-                started, ndcg, recall = time.perf_counter(), 0.0, 0.0
+                started, ndcg_sum, recall_sum = time.perf_counter(), 0.0, 0.0
                 for qid in qids:
                     response = engine.searcher.search(queries[qid], mode=mode, limit=100, per_file=True)
                     ranked = [Path(r.path).stem for r in response.results]
-                    ndcg += ndcg_at_10(ranked, qrels[qid])
-                    recall += recall_at_100(ranked, qrels[qid])
-                scores[mode] = (ndcg / len(qids), recall / len(qids))
+                    grades = dict.fromkeys(qrels[qid], 1)  # SciFact judgements are binary
+                    ndcg_sum += ndcg(ranked, grades, 10)
+                    recall_sum += recall(ranked, grades, 100)
+                scores[mode] = (ndcg_sum / len(qids), recall_sum / len(qids))
                 log(f"{mode}: {len(qids)} queries in {time.perf_counter() - started:,.1f} s")
         finally:
             engine.close()
 
     rows = []
     for mode in MODES:
-        ndcg, recall = scores[mode]
-        target, ok = f">= {TARGETS[mode]:.2f}", ndcg >= TARGETS[mode]
+        mode_ndcg, mode_recall = scores[mode]
+        target, ok = f">= {TARGETS[mode]:.2f}", mode_ndcg >= TARGETS[mode]
         if mode == "hybrid":
             target += " and > fts, vec"
-            ok = ok and ndcg > max(scores["fts"][0], scores["vec"][0])
-        rows.append([mode, f"{ndcg:.4f}", f"{recall:.4f}", target, met(ok)])
+            ok = ok and mode_ndcg > max(scores["fts"][0], scores["vec"][0])
+        rows.append([mode, f"{mode_ndcg:.4f}", f"{mode_recall:.4f}", target, met(ok)])
     print_table(
         ["mode", "nDCG@10", "Recall@100", "target (nDCG@10)", "met"],
         rows,
