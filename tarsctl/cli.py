@@ -128,8 +128,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _utf8(text: str) -> str:
+    """Arguments from a terminal that is not UTF-8 arrive with undecodable bytes; the wire
+    carries UTF-8, so those bytes become U+FFFD (in a query or a fact they are just noise)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    for name in ("query", "fact", "message"):
+        if isinstance(getattr(args, name, None), list):
+            setattr(args, name, [_utf8(part) for part in getattr(args, name)])
+    for path in getattr(args, "paths", None) or []:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+            print(f"tarsctl: the path {shown} is not valid UTF-8: tars cannot index it; rename the file", file=sys.stderr)
+            return EXIT_USAGE
     if args.command == "completion":
         sys.stdout.write(BASH_COMPLETION if args.shell == "bash" else ZSH_COMPLETION)
         return EXIT_OK

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
 import socket
+import time
 from pathlib import Path
 from collections.abc import Iterator
 
@@ -15,6 +17,7 @@ from .protocol import (
     HEADER,
     MAX_REPLY_BYTES,
     PROTOCOL_VERSION,
+    Cancel,
     Error,
     Hello,
     Message,
@@ -23,6 +26,9 @@ from .protocol import (
     frame,
     server_decoder,
 )
+
+
+CONNECT_RETRY_SECONDS = 2.0
 
 
 class DaemonNotRunning(Exception):
@@ -59,17 +65,14 @@ class Client:
         self.close()
 
     def connect(self) -> Welcome:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
         try:
-            sock.connect(str(self.path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            sock.close()
-            raise DaemonNotRunning(self.path, exc.strerror or str(exc)) from exc
-        except OSError as exc:
-            sock.close()
-            raise DaemonNotRunning(self.path, str(exc)) from exc
-        self._sock = sock
+            owner = os.stat(self.path).st_uid
+        except OSError:
+            owner = os.getuid()  # missing: connect() below says so
+        if owner != os.getuid():
+            # Someone else's socket could be an impostor collecting your queries.
+            raise ProtocolError(f"refusing to talk to {self.path}: it belongs to uid {owner}, not to you; check TARS_SOCKET / --socket")
+        self._sock = self._connect_socket()
         self._send(Hello(protocol=PROTOCOL_VERSION, client=f"tarsctl/{__version__}", capabilities=["progress"]))
         reply = self._receive()
         if isinstance(reply, Error):
@@ -78,6 +81,28 @@ class Client:
             raise ProtocolError(f"expected a welcome from tarsd, got {type(reply).__name__}")
         self.welcome = reply
         return reply
+
+    def _connect_socket(self) -> socket.socket:
+        # A full listen queue (a burst of clients) refuses a Unix-socket connect with EAGAIN at
+        # once: retry for a moment, as the daemon accepts them quickly.
+        deadline = time.monotonic() + (CONNECT_RETRY_SECONDS if self.timeout is None else min(self.timeout, CONNECT_RETRY_SECONDS))
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(str(self.path))
+                return sock
+            except BlockingIOError as exc:
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise DaemonNotRunning(self.path, "its queue of new connections stays full (overloaded?)") from exc
+                time.sleep(0.01)
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                sock.close()
+                raise DaemonNotRunning(self.path, exc.strerror or str(exc)) from exc
+            except OSError as exc:
+                sock.close()
+                raise DaemonNotRunning(self.path, str(exc)) from exc
 
     def close(self) -> None:
         if self._sock is not None:
@@ -89,7 +114,7 @@ class Client:
 
     def stream(self, request: Message) -> Iterator[Message]:
         """Send a request and yield its replies; the last one is final (a result or an Error)."""
-        self._send(request)
+        self.send(request)
         while True:
             reply = self._receive()
             yield reply
@@ -105,8 +130,25 @@ class Client:
         return last
 
     def send(self, message: Message) -> None:
-        """Send one frame (a request, or a cancel while a chat streams)."""
+        """Send one frame (a request, or a cancel while a chat streams). A new request on a
+        connection tarsd closed for being idle reconnects first."""
+        if not isinstance(message, Cancel) and self._sock is not None and self._closed_by_daemon():
+            self.close()
+            self.connect()
         self._send(message)
+
+    def _closed_by_daemon(self) -> bool:
+        assert self._sock is not None
+        # Non-blocking for the peek: with a timeout set, Python waits for data before recv.
+        self._sock.setblocking(False)
+        try:
+            return self._sock.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False  # open, nothing waiting
+        except OSError:
+            return True
+        finally:
+            self._sock.settimeout(self.timeout)
 
     def receive(self) -> Message:
         """Read one frame from the daemon."""

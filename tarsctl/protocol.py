@@ -11,12 +11,14 @@ This module imports only msgspec and the standard library: tarsctl must start fa
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 PROTOCOL_VERSION = 1
 # Requests are small; replies carry search results with their text.
@@ -24,6 +26,12 @@ MAX_REQUEST_BYTES = 1 << 20
 MAX_REPLY_BYTES = 64 << 20
 HEADER = struct.Struct(">I")
 SUN_PATH_MAX = 104 if sys.platform == "darwin" else 108
+
+# Bounds every request is checked against when it is decoded (a violation is a bad_request).
+Text = Annotated[str, Meta(max_length=100_000)]
+VaultPath = Annotated[str, Meta(max_length=4096, pattern="^[^\x00]*$")]  # no NUL byte
+Limit = Annotated[int, Meta(ge=1, le=1000)]
+Score = Annotated[float, Meta(ge=0.0, le=1.0)]  # NaN fails both bounds
 
 
 class Message(msgspec.Struct, tag_field="type", forbid_unknown_fields=False, omit_defaults=True):
@@ -54,18 +62,18 @@ class Ping(Message, tag="ping"):
 
 class Search(Message, tag="search"):
     id: int = 0
-    query: str = ""
+    query: Annotated[str, Meta(max_length=10_000)] = ""
     mode: str = "hybrid"  # fts | vec | hybrid
-    limit: int = 10
-    min_score: float = 0.0
-    types: list[str] = []  # memory types: semantic, procedural, episodic, note
-    path: str = ""  # path prefix inside the vault
+    limit: Limit = 10
+    min_score: Score = 0.0
+    types: Annotated[list[str], Meta(max_length=8)] = []  # memory types: semantic, procedural, episodic, note
+    path: VaultPath = ""  # path prefix inside the vault
     all_chunks: bool = False  # every matching chunk instead of the best one per file
 
 
 class Index(Message, tag="index"):
     id: int = 0
-    paths: list[str] = []  # relative to the vault; empty means the whole vault
+    paths: Annotated[list[VaultPath], Meta(max_length=10_000)] = []  # relative to the vault; empty means the whole vault
     full: bool = False  # re-read and re-chunk every file (cached vectors are still used)
     wait: bool = False  # also wait until every vector is made (embed progress events meanwhile)
 
@@ -83,8 +91,8 @@ class Chat(Message, tag="chat"):
     """One user message; answered by chat_delta and tool_activity events, then chat_done."""
 
     id: int = 0
-    conversation: str = "cli"  # client-chosen: cli, nvim, ...
-    message: str = ""
+    conversation: Annotated[str, Meta(max_length=200)] = "cli"  # client-chosen: cli, nvim, ...
+    message: Text = ""
     provider: str = ""  # ollama | anthropic; empty: the daemon's default
     model: str = ""
     end: bool = False  # a one-shot chat: write the session log and end the conversation
@@ -107,7 +115,7 @@ class EndConversation(Message, tag="end_conversation"):
 
 class Remember(Message, tag="remember"):
     id: int = 0
-    fact: str = ""
+    fact: Annotated[str, Meta(max_length=10_000)] = ""
     kind: str = "semantic"  # semantic (Memory.md) | procedural (rules)
     section: str = ""  # a heading in Memory.md; empty: tars picks one
 
@@ -362,6 +370,25 @@ server_decoder = msgspec.msgpack.Decoder(ServerMessage)
 def frame(message: Message) -> bytes:
     body = encoder.encode(message)
     return HEADER.pack(len(body)) + body
+
+
+def socket_dir_problem(directory: Path) -> str | None:
+    """Why a socket may not live in ``directory``, or None when it is safe: it must belong to
+    this user (or root), and must not be writable by others unless the sticky bit keeps them
+    from replacing what is ours (as on /tmp). Nothing here changes the directory."""
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        return None  # created by tarsd, private
+    except OSError as exc:
+        return f"cannot inspect {directory}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{directory} is not a directory"
+    if st.st_uid not in (os.getuid(), 0):
+        return f"{directory} belongs to another user (uid {st.st_uid}): choose a socket path in a folder of your own"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return f"{directory} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}, no sticky bit): choose a private folder"
+    return None
 
 
 def default_socket_path() -> Path:

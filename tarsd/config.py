@@ -86,6 +86,11 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
     # doubling up to retry_max_seconds.
     retry_seconds: float = 2.0
     retry_max_seconds: float = 60.0
+    # Connections: at most this many at once (fewer when file descriptors are short); a client
+    # must say hello within hello_timeout_seconds, and one silent for idle_timeout_seconds is closed.
+    max_connections: int = 256
+    hello_timeout_seconds: float = 5.0
+    idle_timeout_seconds: float = 600.0
     log_level: str = "info"
 
 

@@ -22,7 +22,7 @@ from .chunker import chunk_note
 from .config import Config
 from .embed import Embedder, EmbedderUnavailable
 from .store import FileMeta, FileState, Store
-from .vault import DiskFile, is_conflict_copy, memory_type, read_note, stat_note, walk
+from .vault import DiskFile, display_path, is_conflict_copy, memory_type, read_note, stat_note, walk
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class Indexer:
     def _look_up(self, paths: list[str]) -> tuple[list[DiskFile], dict[str, FileState], list[str]]:
         """(files to sync, their index states, paths gone from disk) for the given paths."""
         wanted = dict.fromkeys(_relative(self.root, p) for p in paths)  # in order, once each
-        disk_files = [(p, stat_note(self.root, p)) for p in wanted]
+        disk_files = [(display_path(p)[0], stat_note(self.root, p)) for p in wanted]
         known = {p: s for p, _ in disk_files if (s := self.store.file_state(p)) is not None}
         gone = [p for p, d in disk_files if d is None and p in known]
         return [d for _, d in disk_files if d is not None], known, gone
@@ -218,6 +218,11 @@ class Indexer:
             and (fresh_chunking or state.skipped)
         ):
             report.unchanged += 1
+            return
+        if disk.problem is not None:  # a symlink, a FIFO, an undecodable name: never read
+            self.store.record_skipped(path, disk.mtime_ns, disk.size, None, disk.problem, kind)
+            report.skipped += 1
+            report.problems[path] = disk.problem
             return
         note = read_note(self.root, path, self.max_bytes)
         if note.text is None:

@@ -110,12 +110,22 @@ class Daemon:
     def vault_relative(self, path: str) -> str:
         from .server import FrameError
 
+        if "\0" in path:
+            raise FrameError("bad_request", f"the path {path!r} contains a NUL byte", "give paths inside the vault")
         candidate = Path(path)
-        resolved = candidate if candidate.is_absolute() else self.vault / candidate
+        resolved = Path(os.path.normpath(candidate if candidate.is_absolute() else self.vault / candidate))
         try:
-            return Path(os.path.normpath(resolved)).relative_to(self.vault).as_posix()
+            rel = resolved.relative_to(self.vault).as_posix()
         except ValueError:
             raise FrameError("bad_request", f"{path} is not inside the vault {self.vault}", "give paths inside the vault") from None
+        real_parent = Path(os.path.realpath(resolved.parent))
+        if not real_parent.is_relative_to(self.vault):
+            raise FrameError(
+                "bad_request",
+                f"{path} is inside a symlinked folder that leads to {real_parent}, outside the vault",
+                "tars reads only files inside the vault",
+            )
+        return rel
 
     async def run(self) -> None:
         from .chat.assistant import Assistant
@@ -123,11 +133,16 @@ class Daemon:
         from .scheduler import start_scheduler
         from .server import Server
         from .sync_queue import SyncQueue
+        from .vault import remove_litter
         from .watcher import VaultWatcher
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+        from .server import AcceptErrorFilter, raise_fd_limit
+
+        loop.set_exception_handler(AcceptErrorFilter())
+        raise_fd_limit()
         if _early_stop is not None:
             self.request_stop(f"{_early_stop} during start-up")
             return
@@ -145,6 +160,8 @@ class Daemon:
             self.assistant = Assistant(self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop))
             loop.add_signal_handler(signal.SIGHUP, self.retry)
 
+            litter = asyncio.create_task(asyncio.to_thread(remove_litter, self.vault, self.started_at))
+            litter.add_done_callback(_log_litter)
             server = Server(self)
             await server.start(socket_path)
             # Watch first, then reconcile: nothing changed in between can be missed.
@@ -230,6 +247,15 @@ class Daemon:
         return build_status(self, request)
 
 
+def _log_litter(task: asyncio.Task) -> None:
+    if task.cancelled():
+        return
+    if task.exception() is not None:
+        log.warning("could not clean up temp files in the vault: %s", task.exception())
+    elif task.result():
+        log.info("removed %d temp file(s) left by a killed tarsd: %s", len(task.result()), ", ".join(task.result()[:5]))
+
+
 def _setup_logging(level: str) -> None:
     supervised = "INVOCATION_ID" in os.environ or "JOURNAL_STREAM" in os.environ or "XPC_SERVICE_NAME" in os.environ
     # journald and launchd's log files add their own timestamps.
@@ -281,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     _setup_logging(config.daemon.log_level)
 
-    from .server import SocketInUse
+    from .server import SocketInUse, UnsafeSocketDir
     from .store import StoreError
 
     loop = asyncio.new_event_loop()
@@ -291,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AlreadyRunning, SocketInUse) as exc:
         log.error("%s", exc)
         code = EXIT_ALREADY_RUNNING
-    except (StoreError, ValueError, FileNotFoundError) as exc:
+    except (StoreError, UnsafeSocketDir, ValueError, FileNotFoundError) as exc:
         log.error("%s", exc)
         code = EXIT_FAILED
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import socket
 import struct
 import sys
@@ -58,6 +59,7 @@ from tarsctl.protocol import (
     Welcome,
     client_decoder,
     frame,
+    socket_dir_problem,
 )
 
 from . import __version__
@@ -75,6 +77,56 @@ CAPABILITIES = ["search", "index", "status", "progress", "stop", "chat", "cancel
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
 VECTOR_PROGRESS_SECONDS = 0.5
+# A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
+# the 64 MiB reply cap.
+MAX_HIT_TEXT = 16_000
+ACCEPT_BACKLOG = 128
+# File descriptors kept for SQLite, the watcher, the model and logs, whatever clients do.
+FD_RESERVE = 160
+ACCEPT_ERROR_LOG_SECONDS = 60.0
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft limit on open files to the hard limit (many clients, many readers);
+    returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def connection_cap(configured: int) -> int:
+    """Connections tarsd accepts at once: the configured number, less if file descriptors are short."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return configured
+    return max(8, min(configured, soft - FD_RESERVE))
+
+
+class AcceptErrorFilter:
+    """asyncio logs every failed accept (EMFILE) with a traceback: once a minute is enough."""
+
+    def __init__(self) -> None:
+        self.last = float("-inf")
+        self.suppressed = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        message = str(context.get("message", ""))
+        if "accept" not in message:
+            loop.default_exception_handler(context)
+            return
+        now = time.monotonic()
+        if now - self.last < ACCEPT_ERROR_LOG_SECONDS:
+            self.suppressed += 1
+            return
+        extra = f" ({self.suppressed} more since the last report)" if self.suppressed else ""
+        log.error("cannot accept connections: %s%s; tarsd keeps serving open ones", context.get("exception", message), extra)
+        self.last, self.suppressed = now, 0
 
 
 class FrameError(Exception):
@@ -84,6 +136,10 @@ class FrameError(Exception):
 
 
 class SocketInUse(Exception):
+    pass
+
+
+class UnsafeSocketDir(Exception):
     pass
 
 
@@ -103,16 +159,21 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 
 def prepare_socket_path(path: Path) -> None:
-    """Check the address fits, make its directory private, and clear a stale socket.
-    Raises SocketInUse if a live daemon answers there."""
+    """Check the address fits and its directory is safe, create that directory private if it
+    is missing (a directory tars did not create is never changed), and clear a stale socket.
+    Raises SocketInUse if a live daemon answers there, UnsafeSocketDir for an unsafe folder."""
     if len(os.fsencode(path)) >= SUN_PATH_MAX:
         raise SocketInUse(
             f"the socket path {path} is {len(os.fsencode(path))} bytes, over the {SUN_PATH_MAX - 1}-byte limit; "
             "set [daemon] socket or TARS_SOCKET to a shorter path"
         )
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.parent.stat().st_uid == os.getuid():
-        os.chmod(path.parent, 0o700)
+    directory = path.parent
+    if not directory.exists():
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask
+    problem = socket_dir_problem(directory)
+    if problem is not None:
+        raise UnsafeSocketDir(f"refusing to put the socket in {directory}: {problem} (set [daemon] socket or TARS_SOCKET)")
     if not path.exists() and not path.is_symlink():
         return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -138,11 +199,15 @@ class _Connection:
         self.reader = reader
         self.pending: asyncio.Future | None = None
 
-    async def next(self) -> Message | None:
+    async def next(self, idle_timeout: float | None = None) -> Message | None:
+        """The next request, or None when the client is gone (or stayed silent past ``idle_timeout``)."""
         if self.pending is not None:
             pending, self.pending = self.pending, None
             return await pending
-        return await self.server._read(self.reader)
+        try:
+            return await asyncio.wait_for(self.server._read(self.reader), idle_timeout)
+        except TimeoutError:
+            return None  # an idle client frees its place; tarsctl reconnects on its own
 
     def read_ahead(self) -> asyncio.Future:
         if self.pending is None:
@@ -158,7 +223,9 @@ class Server:
     def __init__(self, daemon: Daemon):
         self.daemon = daemon
         self.server: asyncio.AbstractServer | None = None
-        self.connections = 0
+        self.connections = 0  # accepted since start
+        self.refused = 0  # refused for being over the cap
+        self.max_connections = 0
         self._tasks: set[asyncio.Task] = set()
         self._handlers: dict[type, Callable[[Any, _Connection], AsyncIterator[Message]]] = {
             Ping: self._ping,
@@ -177,9 +244,12 @@ class Server:
 
     async def start(self, path: Path) -> None:
         prepare_socket_path(path)
+        self.max_connections = connection_cap(self.daemon.config.daemon.max_connections)
         old = os.umask(0o077)
         try:
-            self.server = await asyncio.start_unix_server(self._connection, path=str(path), limit=MAX_REQUEST_BYTES + HEADER.size)
+            self.server = await asyncio.start_unix_server(
+                self._connection, path=str(path), limit=MAX_REQUEST_BYTES + HEADER.size, backlog=ACCEPT_BACKLOG
+            )
         finally:
             os.umask(old)
 
@@ -205,6 +275,18 @@ class Server:
                     Error(code="forbidden", message=f"uid {uid} may not use this tarsd", hint="run tarsctl as the user who runs tarsd"),
                 )
                 return
+            if len(self._tasks) > self.max_connections:
+                # Refuse rather than run out of file descriptors, which indexing needs too.
+                self.refused += 1
+                await self._send(
+                    writer,
+                    Error(
+                        code="busy",
+                        message=f"tarsd has {self.max_connections} connections open, the most it takes",
+                        hint="try again in a moment; idle connections are closed after a while",
+                    ),
+                )
+                return
             await self._converse(reader, writer)
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away, perhaps mid-frame: nothing to answer
@@ -217,8 +299,14 @@ class Server:
             writer.close()
 
     async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        settings = self.daemon.config.daemon
         try:
-            hello = await self._read(reader)
+            try:
+                hello = await asyncio.wait_for(self._read(reader), settings.hello_timeout_seconds)
+            except TimeoutError:
+                raise FrameError(
+                    "timeout", f"no hello within {settings.hello_timeout_seconds:g} s", "send a hello frame first (docs/protocol.md)"
+                ) from None
             if hello is None:
                 return
             if not isinstance(hello, Hello):
@@ -229,7 +317,7 @@ class Server:
             connection = _Connection(self, reader)
             try:
                 while True:
-                    request = await connection.next()
+                    request = await connection.next(settings.idle_timeout_seconds)
                     if request is None:
                         return
                     async for reply in self._dispatch(request, connection):
@@ -263,6 +351,10 @@ class Server:
             raise FrameError(
                 "bad_frame", f"the frame body is not msgpack: {exc}", "frames are a 4-byte big-endian length and a msgpack body"
             ) from exc
+        except UnicodeDecodeError as exc:
+            raise FrameError("bad_frame", f"a string in the frame is not valid UTF-8: {exc.reason}", "encode strings as UTF-8") from exc
+        except RecursionError as exc:
+            raise FrameError("bad_frame", "the frame is nested too deeply", "requests are flat maps (docs/protocol.md)") from exc
 
     async def _send(self, writer: asyncio.StreamWriter, message: Message) -> None:
         writer.write(frame(message))
@@ -376,7 +468,7 @@ class Server:
                 score=r.score,
                 band=r.band,
                 memory_type=r.memory_type,
-                text=r.text,
+                text=r.text[:MAX_HIT_TEXT],  # chunks are bounded; this also bounds any older, larger row
             )
             for r in response.results
         ]

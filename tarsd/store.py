@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import shutil
 import threading
 import time
@@ -135,6 +136,22 @@ def explain(exc: BaseException, db_path: Path) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def make_private(db_path: Path) -> None:
+    """The index holds the whole vault's text: its folder is created 0700 and its files are
+    0600 (SQLite gives the -wal and -shm files the database file's mode). Folders that
+    already existed are left as they are."""
+    if not db_path.parent.exists():
+        db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(db_path.parent, 0o700)  # mkdir's mode is masked by the umask
+    os.close(os.open(db_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    for file in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        try:
+            if file.stat().st_uid == os.getuid() and file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)  # made by an older tars
+        except FileNotFoundError:
+            pass
+
+
 class Batch:
     """Commits of a large sync: see Store.batch."""
 
@@ -228,9 +245,9 @@ class Store:
     def __init__(self, path: Path):
         self.path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(path)
         except OSError as exc:
-            raise StoreError(f"cannot create {path.parent} for the index: {exc}; set [index] db_path to a writable place") from exc
+            raise StoreError(f"cannot create the index {path}: {explain(exc, path)}; set [index] db_path to a writable place") from exc
         # One writer connection, used under ``lock``; searches use a read connection per
         # thread, so they neither wait for each other nor hold up indexing (WAL readers
         # never block the writer).

@@ -1,14 +1,24 @@
 """The vault on disk: which files count as notes, their memory type, and reading them safely.
 
-The vault is edited by Obsidian, sync tools and people, so nothing here trusts it:
-files vanish between listing and reading, may be binary or not UTF-8, or be huge.
+The vault is edited by Obsidian, sync tools and people, so nothing here trusts it: files
+vanish between listing and reading, may be binary or not UTF-8, huge, symlinks, FIFOs, or
+have names that are not UTF-8.
+
+The rule for what tars reads: only regular files whose real path is inside the vault. A
+symlink is never followed: one to a note inside the vault is indexed once, at the note's
+own path; one that points outside the vault, a loop, a broken link, a FIFO, socket or
+device is recorded as skipped, with the reason, and never opened for reading (a FIFO
+would block a reader forever). A file whose name is not valid UTF-8 is skipped with the
+name shown escaped (rename it to index it).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +37,10 @@ _BINARY_PROBE_BYTES = 8192
 
 @dataclass(frozen=True, slots=True)
 class DiskFile:
-    path: str  # relative to the vault, "/"-separated
+    path: str  # relative to the vault, "/"-separated; undecodable bytes shown escaped
     mtime_ns: int
     size: int
+    problem: str | None = None  # set: not to be read; recorded as skipped with this reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +80,9 @@ def memory_type(rel_path: str, config: VaultConfig) -> str:
 
 
 def walk(root: Path) -> dict[str, DiskFile]:
-    """Every note under root with its stat; vanished or unreadable entries are passed over
-    (a later sync sees them again)."""
+    """Every note under root with its stat, and every note-like entry tars will not read
+    (with the reason). Symlinked folders are never entered. Vanished or unreadable entries
+    are passed over (a later sync sees them again)."""
     found: dict[str, DiskFile] = {}
     stack = [(str(root), "")]
     while stack:
@@ -87,37 +99,126 @@ def walk(root: Path) -> dict[str, DiskFile]:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, rel + "/"))
                     continue
-                if is_ignored(rel) or not entry.is_file():
-                    continue
-                st = entry.stat()
+                st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            found[rel] = DiskFile(rel, st.st_mtime_ns, st.st_size)
+            disk = _classify(root, rel, st)
+            if disk is not None:
+                found[disk.path] = disk
     return found
 
 
 def stat_note(root: Path, rel_path: str) -> DiskFile | None:
-    """The stat of one note, or None if it is gone, ignored or not a regular file."""
+    """The stat of one note (or the reason it is not read), or None if it is gone or not a note."""
     if is_ignored(rel_path):
         return None
+    parent = os.path.dirname(rel_path)
+    if parent and os.path.realpath(root / parent) != os.path.normpath(root / parent):
+        return None  # inside a symlinked folder: not part of the vault (the folder itself is reported)
     try:
-        st = os.stat(root / rel_path)
+        st = os.lstat(root / rel_path)
     except OSError:
         return None
-    if not os.path.isfile(root / rel_path):
+    return _classify(root, rel_path, st)
+
+
+def _classify(root: Path, rel: str, st: os.stat_result) -> DiskFile | None:
+    """A regular note, a note-like entry to skip with its reason, or None (not a note)."""
+    path, name_problem = display_path(rel)
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        is_folder = os.path.isdir(root / rel)
+        if not is_folder and is_ignored(path):
+            return None
+        return DiskFile(path, st.st_mtime_ns, st.st_size, name_problem or _symlink_problem(root, rel, is_folder))
+    if is_ignored(path):
         return None
-    return DiskFile(rel_path, st.st_mtime_ns, st.st_size)
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
+        return DiskFile(path, st.st_mtime_ns, st.st_size, f"{kind}, not a regular file: never read")
+    return DiskFile(path, st.st_mtime_ns, st.st_size, name_problem)
+
+
+def _symlink_problem(root: Path, rel: str, is_folder: bool) -> str:
+    link = root / rel
+    what = "a symlinked folder" if is_folder else "a symlink"
+    try:
+        target = Path(os.path.realpath(link, strict=True))
+    except FileNotFoundError:
+        try:
+            return f"a broken symlink (to {os.readlink(link)}): nothing to read"
+        except OSError:
+            return "a broken symlink: nothing to read"
+    except OSError:
+        return "a symlink loop: never read"
+    if not target.is_relative_to(root):
+        return f"{what} to {target}, outside the vault: never read (tars reads only files inside the vault)"
+    inside = target.relative_to(root).as_posix()
+    if is_folder:
+        return f"{what} to {inside}/: not followed (its notes are indexed at their own paths)"
+    if is_ignored(inside):
+        return f"{what} to {inside}, which tars does not index: not followed"
+    return f"{what} to {inside}: indexed there, not twice"
+
+
+def display_path(rel: str) -> tuple[str, str | None]:
+    """A path that can be stored and shown, and a problem when the name is not valid UTF-8
+    (its bytes are shown escaped, e.g. caf\\xe9.md)."""
+    try:
+        rel.encode("utf-8")
+        return rel, None
+    except UnicodeEncodeError:
+        shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+        return shown, f"the file name is not valid UTF-8 ({shown}): rename it to index the note"
+
+
+# Files tars itself leaves for an instant (memory.atomic_update's temp files, the watcher's
+# cookies); one left behind was cut off by a kill -9.
+_OWN_LITTER = re.compile(r"^\..+\.tars-tmp$|^\.tars-sync-\d+-\d+$")
+
+
+def remove_litter(root: Path, older_than: float) -> list[str]:
+    """Delete temp files of tars's own patterns left by a killed tarsd: those older than
+    ``older_than`` (this tarsd's start; with the vault lock held, no other tarsd writes).
+    Returns what was removed, relative to the vault."""
+    removed = []
+    for directory, folders, files in os.walk(root):
+        folders[:] = [f for f in folders if f not in (".git", ".obsidian", ".trash")]
+        for name in files:
+            if _OWN_LITTER.match(name):
+                path = Path(directory) / name
+                try:
+                    if path.lstat().st_mtime >= older_than:
+                        continue  # being written by this tarsd right now
+                    path.unlink()
+                except OSError:
+                    continue
+                removed.append(path.relative_to(root).as_posix())
+    return removed
 
 
 def read_note(root: Path, rel_path: str, max_bytes: int) -> NoteContent:
-    """Read and decode a note. Never raises for a bad file: the problem is returned instead."""
+    """Read and decode a note. Never raises for a bad file: the problem is returned instead.
+
+    The file is opened without following a symlink and without blocking (a FIFO swapped in
+    since the scan opens at once), and is read only if what was opened is a regular file."""
     try:
-        with open(root / rel_path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+        fd = os.open(root / rel_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return NoteContent(None, None, "vanished before it could be read")
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return NoteContent(None, None, "became a symlink since the scan: never read")
         return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return NoteContent(None, None, "not a regular file: never read")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
     if len(data) > max_bytes:
         return NoteContent(None, None, f"too large: over {max_bytes / 1_000_000:g} MB (raise [vault] max_file_mb to index it)")
     digest = hashlib.sha256(data).hexdigest()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -41,7 +42,7 @@ class TarsDaemon:
         self.vault = vault
         # Socket addresses are limited to ~104 bytes: keep them short, outside pytest's long tmp paths.
         self.run_dir = Path(tempfile.mkdtemp(prefix="tars-", dir="/tmp"))
-        self.socket = self.run_dir / "tarsd.sock"
+        self.socket = Path((extra_env or {}).get("TARS_SOCKET") or self.run_dir / "tarsd.sock")
         config = state / "config.toml"
         config.touch()
         self.env = {
@@ -57,12 +58,18 @@ class TarsDaemon:
         self.log = state / "tarsd.log"
         self.process: subprocess.Popen | None = None
 
-    def start(self, wait: bool = True) -> TarsDaemon:
+    def start(self, wait: bool = True, open_files: int | None = None, args: tuple[str, ...] = ()) -> TarsDaemon:
+        """Start tarsd; ``open_files`` sets its soft and hard limit on open files (ulimit -n)."""
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tarsd.main", "--vault", str(self.vault)],
+            [sys.executable, "-m", "tarsd.main", "--vault", str(self.vault), *args],
             env=self.env,
             stdout=subprocess.DEVNULL,
             stderr=open(self.log, "ab"),
+            preexec_fn=limit if open_files is not None else None,
         )
         if wait:
             wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")
