@@ -158,6 +158,13 @@ def inspect() -> ServiceState:
     return state
 
 
+def _installed_vault() -> Path | None:
+    path = service_file()
+    if not path.is_file():
+        return None
+    return ServiceState(manager(), path, True, _read_arguments(manager(), path)).vault
+
+
 def _read_arguments(kind: str, path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8", errors="replace")
     if kind == "launchd":
@@ -196,6 +203,10 @@ def install(args) -> int:
     kind = manager()
     try:
         config = load_config(vault_path=args.vault)
+        previous = _installed_vault()
+        if not config.vault.path and previous is not None:
+            # Running it again (after an upgrade) keeps the vault the service already has.
+            config = load_config(vault_path=previous)
         vault = config.vault_path
     except ConfigError as exc:
         print(f"tarsctl: {exc}", file=sys.stderr)

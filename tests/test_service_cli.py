@@ -50,8 +50,14 @@ def test_install_writes_the_unit_and_says_how_to_start_and_undo(user: dict[str, 
     # The vault is under /tmp here, which the unit's private /tmp hides: said, not silently broken.
     assert "is under /tmp" in done.stdout
 
-    again = tarsctl(user, "service", "install", "--no-start")
+    # Run again later without naming the vault (after an upgrade): the service keeps its vault.
+    without_vault = {k: v for k, v in user.items() if k != "TARS_VAULT"}
+    again = tarsctl(without_vault, "service", "install", "--no-start")
     assert again.returncode == 0 and f"replaced {unit}" in again.stdout
+    assert _read_arguments("systemd", unit) == [str(TARSD), "--vault", str(vault)]
+    assert tarsctl(without_vault, "service", "uninstall").returncode == 0
+    refused = tarsctl(without_vault, "service", "install", "--no-start")
+    assert refused.returncode == 2 and "no vault configured" in refused.stderr
 
 
 def test_install_with_a_hostile_vault_outside_home(user: dict[str, str], tmp_path: Path):
