@@ -37,6 +37,7 @@ class Doctor:
     def __init__(self, socket: Path | None = None):
         self.socket_override = socket
         self.config = None  # tarsd.config.Config once loaded
+        self.vault_source = ""  # set when the vault comes from the service file, not the config
         self.checks: list[Check] = []
 
     def add(self, name: str, status: str, summary: str, fix: str = "") -> None:
@@ -102,9 +103,25 @@ class Doctor:
             self.add("config", "problem", str(exc), f"fix {config_file_path()} or the TARS_* variable it names")
             return
         self.config = sources.config
+        if not self.config.vault.path:
+            self._vault_from_service()
         from_env = sorted({s.source.removeprefix("env ") for s in sources.settings if s.source.startswith("env ")})
         where = f"{sources.file}" if sources.file_exists else f"no file at {sources.file}: defaults"
         self.add("config", "ok", where + (f", plus {', '.join(from_env)}" if from_env else "") + " (see: tarsctl config show)")
+
+    def _vault_from_service(self) -> None:
+        """`tarsctl service install --vault X` puts the vault in the service file only: check that one."""
+        from tarsd.config import load_config
+
+        from .service import ServiceError, installed_vault
+
+        try:
+            vault = installed_vault()
+        except ServiceError:
+            return
+        if vault is not None:
+            self.config = load_config(vault_path=vault)
+            self.vault_source = "the service file"
 
     def vault(self) -> None:
         from tarsd.config import ConfigError
@@ -145,7 +162,9 @@ class Doctor:
                 f"make it writable: chmod -R u+w {_quote(vault)} (and check the mount is read-write, `lsattr -d` for the immutable flag)",
             )
             return
-        summary = f"{vault}: {notes} notes, readable and writable"
+        summary = f"{vault}: {notes} note{'s' * (notes != 1)}, readable and writable"
+        if self.vault_source:
+            summary += f" (named by {self.vault_source})"
         if sys.platform == "darwin":
             from .service import find_tarsd, full_disk_access_hint
 
@@ -208,7 +227,7 @@ class Doctor:
             self.add("model", "ok", f"{embedder.model}, downloaded in {found.parent}")
             return
         endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-        offline_fix = "connect to the internet once, or copy the model folder here and set TARS_MODEL_DIR (or [embedder] model_dir)"
+        offline_fix = "connect to the internet once (tarsd downloads it at start), or set TARS_MODEL_DIR ([embedder] model_dir) to a copy"
         if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
             self.add("model", "problem", f"{embedder.model} is not downloaded and HF_HUB_OFFLINE forbids the download", offline_fix)
             return

@@ -158,7 +158,7 @@ def inspect() -> ServiceState:
     return state
 
 
-def _installed_vault() -> Path | None:
+def installed_vault() -> Path | None:
     path = service_file()
     if not path.is_file():
         return None
@@ -203,7 +203,7 @@ def install(args) -> int:
     kind = manager()
     try:
         config = load_config(vault_path=args.vault)
-        previous = _installed_vault()
+        previous = installed_vault()
         if not config.vault.path and previous is not None:
             # Running it again (after an upgrade) keeps the vault the service already has.
             config = load_config(vault_path=previous)

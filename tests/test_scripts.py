@@ -35,7 +35,8 @@ def fake_python(path: Path, version: str) -> Path:
     """An interpreter that says it is `version`: what a first run with an old python3 leaves behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        f'#!/bin/sh\ncase "$2" in *realpath*) echo "{version} /usr/bin/python{version}" ;; *sys.exit*) exit 1 ;; *) echo {version} ;; esac\n'
+        "#!/bin/sh\n"
+        f'case "$2" in *realpath*) echo "{version} /usr/bin/python{version}" ;; *sys.exit*) exit 1 ;; *) echo {version} ;; esac\n'
     )
     path.chmod(0o755)
     return path

@@ -8,6 +8,7 @@ real needs a machine with systemd --user or launchd.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -102,6 +103,12 @@ def test_status_doctor_and_uninstall(user: dict[str, str], vault: Path, start_da
 
     doctor = tarsctl(user, "doctor")
     assert "cannot be asked" in doctor.stdout
+    # The vault named only by `service install --vault`: doctor checks that one, and says where it came from.
+    without_vault = {k: v for k, v in user.items() if k != "TARS_VAULT"}
+    report = json.loads(tarsctl(without_vault, "doctor", "--json").stdout)
+    vault_check = next(c for c in report["checks"] if c["name"] == "vault")
+    assert vault_check["status"] == "ok" and f"{vault}: 1 note," in vault_check["summary"]
+    assert "named by the service file" in vault_check["summary"]
     # The installed tarsd went away (uv tool uninstall): doctor says the unit is stale.
     unit.write_text(unit.read_text().replace(str(TARSD), "/nonexistent/bin/tarsd"))
     doctor = tarsctl(user, "doctor")
