@@ -227,9 +227,8 @@ def install(args) -> int:
     chosen_socket = bool(args.socket or os.environ.get("TARS_SOCKET") or config.daemon.socket)
     notes = _install_notes(kind, config, vault, tarsd, socket if chosen_socket else None, environment)
     extra_arguments = ["--socket", str(socket)] if args.socket else []
+    database_dir = config.db_path.parent
     if kind == "systemd":
-        database_dir = config.db_path.parent
-        database_dir.mkdir(parents=True, exist_ok=True)  # ReadWritePaths needs it to exist
         spec = ServiceSpec(tarsd, vault, home, extra_arguments, environment, extra_writable([vault, database_dir], home))
         text = render_systemd(spec)
     else:
@@ -243,6 +242,7 @@ def install(args) -> int:
 
     path = service_file()
     replaced = path.exists()
+    database_dir.mkdir(parents=True, exist_ok=True)  # a ReadWritePaths entry must exist when the service starts
     _write(path, text)
     print(f"{'replaced' if replaced else 'wrote'} {path}")
     print(f"  runs      {shlex.join(spec.arguments)}")
@@ -286,13 +286,11 @@ def install(args) -> int:
 def _install_notes(kind: str, config, vault: Path, tarsd: Path, socket: Path | None, environment: dict[str, str]) -> list[str]:
     """What the user should know about this install. ``socket``: the one they chose, None for the default."""
     notes = []
-    import tarsd as tarsd_package
-
-    checkout = Path(tarsd_package.__file__).resolve().parents[1]
-    if (checkout / "pyproject.toml").is_file():
+    checkout = tarsd.parent.parent.parent
+    if tarsd.parent.parent.name == ".venv" and (checkout / "pyproject.toml").is_file():
         notes.append(
-            f"this tarsd runs from the source folder {checkout} (a development install): the service stops working if that "
-            f"folder moves or its .venv is rebuilt; for daily use install it: uv tool install {checkout}"
+            f"{tarsd} is the development install in {checkout}: the service stops working if that folder moves or its "
+            f".venv is rebuilt; for daily use install tars (uv tool install {checkout}) and run this again"
         )
     if "ANTHROPIC_API_KEY" in os.environ:
         notes.append(
@@ -322,11 +320,12 @@ def _install_notes(kind: str, config, vault: Path, tarsd: Path, socket: Path | N
 
 def _start_commands(kind: str, path: Path) -> list[list[str]]:
     if kind == "systemd":
-        # restart, not start: a reinstall (new vault, upgraded tarsd) takes effect at once.
+        # restart, not start: a reinstall (new vault, upgraded tarsd) takes effect at once. --no-block: the
+        # first reconcile of a big vault may take minutes before READY=1, but the socket answers at once.
         return [
             ["systemctl", "--user", "daemon-reload"],
             ["systemctl", "--user", "enable", UNIT_NAME],
-            ["systemctl", "--user", "restart", UNIT_NAME],
+            ["systemctl", "--user", "restart", "--no-block", UNIT_NAME],
         ]
     domain = f"gui/{os.getuid()}"
     return [
