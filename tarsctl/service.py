@@ -415,10 +415,12 @@ def uninstall(args) -> int:
     else:
         stop = _run(["launchctl", "bootout", f"gui/{os.getuid()}/{LABEL}"])
         path.unlink()
-        failed = None
+        not_loaded = any(words in _output(stop) for words in ("No such process", "Could not find"))
+        failed = stop if stop.returncode != 0 and not not_loaded else None
     print(f"removed {path}")
     if failed is not None:
-        print(f"note: systemd --user could not be asked to stop tarsd ({_output(failed)}); if it still runs: tarsctl stop")
+        who = "systemd --user" if kind == "systemd" else "launchctl"
+        print(f"note: {who} could not be asked to stop tarsd ({_output(failed)}); if it still runs: tarsctl stop")
     else:
         print("tarsd is stopped and will not start at login any more")
     if kind == "launchd":

@@ -9,6 +9,7 @@ real needs a machine with systemd --user or launchd.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -133,3 +134,37 @@ def test_logs_runs_journalctl_for_the_unit(user: dict[str, str]):
     # No journal in a container: journalctl still ran, for this unit, and said so.
     assert done.returncode == 0, done.stderr
     assert "No journal files" in done.stderr or "No entries" in done.stdout or "tarsd" in done.stdout
+
+
+def test_macos_install_writes_a_launch_agent_and_names_the_binary_for_full_disk_access(
+    tmp_path: Path, model_dir: Path, monkeypatch, capsys
+):
+    """launchd cannot run here: this runs the macOS branch in-process with sys.platform set to darwin,
+    up to the point where launchctl would be called (--no-start), then uninstalls."""
+    import plistlib
+
+    from tarsctl.cli import main
+    from tarsctl.service_files import interpreter_of
+
+    home = tmp_path / "home"
+    vault = home / "Documents" / "Obsidian Vault"
+    vault.mkdir(parents=True)
+    for name, value in isolated_env(tmp_path, TARS_MODEL_DIR=str(model_dir)).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TARS_VAULT", raising=False)
+    monkeypatch.setattr(sys, "platform", "darwin")
+
+    assert main(["service", "install", "--no-start", "--vault", str(vault)]) == 0
+    out = capsys.readouterr().out
+    agent = home / "Library" / "LaunchAgents" / "com.github.tars.tarsd.plist"
+    plist = plistlib.loads(agent.read_bytes())
+    assert plist["ProgramArguments"] == [str(TARSD), "--vault", str(vault)]
+    assert plist["EnvironmentVariables"]["TARS_MODEL_DIR"] == str(model_dir)
+    assert plist["StandardErrorPath"] == str(home / "Library" / "Logs" / "tarsd.log")
+    assert f"the vault is in {home / 'Documents'}, which macOS protects: give Full Disk Access to {interpreter_of(TARSD)}" in out
+    assert f"launchctl bootstrap gui/{os.getuid()} {agent}" in out
+
+    assert main(["service", "uninstall"]) == 0
+    out = capsys.readouterr().out
+    assert not agent.exists() and f"its log stays at {home / 'Library' / 'Logs' / 'tarsd.log'}" in out
+    assert "launchctl could not be asked to stop tarsd (launchctl is not installed)" in out
