@@ -277,8 +277,6 @@ def install(args) -> int:
         print(f"tarsctl: tarsd did not answer within {args.wait:.0f} s; see what it says: tarsctl service logs", file=sys.stderr)
         return EXIT_NOT_RUNNING
     print(f"tarsd answers ({answer}); from now on it starts at login and restarts after a crash")
-    if kind == "systemd" and not linger_enabled():
-        print("note: {}; {}".format(*linger_hint()))
     print("undo: tarsctl service uninstall")
     return EXIT_OK
 
@@ -302,6 +300,8 @@ def _install_notes(kind: str, config, vault: Path, tarsd: Path, socket: Path | N
         if hint:
             notes.append(hint)
         return notes
+    if not linger_enabled():
+        notes.append("{}; {}".format(*linger_hint()))
     # systemd: PrivateTmp=yes gives the service its own /tmp.
     looked_at = {"the vault": vault} | ({"the socket": socket} if socket else {})
     looked_at |= {name: Path(value) for name, value in environment.items() if value.startswith("/")}

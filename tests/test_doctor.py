@@ -120,6 +120,29 @@ def test_unwritable_vault(tmp_path: Path, vault: Path, model_dir: Path):
     assert "not writable" in text(checks, "vault") and "chmod -R u+w" in text(checks, "vault")
 
 
+def test_unwritable_database_folder_or_a_database_inside_the_vault(tmp_path: Path, vault: Path, model_dir: Path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    env = isolated_env(tmp_path, TARS_VAULT=str(vault), TARS_MODEL_DIR=str(model_dir), TARS_DB=str(locked / "index" / "tars.sqlite3"))
+    with unwritable(locked):
+        code, checks, _ = doctor(env)
+    assert code == 1 and status(checks, "database") == "problem" and f"cannot write {locked / 'index'}" in text(checks, "database")
+    env["TARS_DB"] = str(vault / "index.sqlite3")
+    _, checks, _ = doctor(env)
+    assert status(checks, "database") == "problem" and "inside the vault" in text(checks, "database")
+
+
+def test_sqlite_vec_that_cannot_load(tmp_path: Path, vault: Path, model_dir: Path):
+    """A sqlite-vec package whose extension binary is missing (a wheel for another machine, say)."""
+    broken = tmp_path / "broken" / "sqlite_vec"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('def loadable_path():\n    return "/nonexistent/vec0"\n')
+    env = isolated_env(tmp_path, TARS_VAULT=str(vault), TARS_MODEL_DIR=str(model_dir), PYTHONPATH=str(broken.parent))
+    code, checks, _ = doctor(env)
+    assert code == 1 and status(checks, "sqlite") == "problem"
+    assert "cannot load the sqlite-vec extension" in text(checks, "sqlite") and "reinstall" in text(checks, "sqlite")
+
+
 def test_missing_model(tmp_path: Path, vault: Path):
     empty = tmp_path / "model"
     empty.mkdir()
@@ -167,6 +190,14 @@ def test_unreachable_or_incomplete_ollama(tmp_path: Path, vault: Path, model_dir
     env.update(TARS_CHAT_OLLAMA_HOST=ollama.url, TARS_CHAT_OLLAMA_MODEL="llama3.2")
     code, checks, _ = doctor(env)
     assert status(checks, "chat") == "problem" and "ollama pull llama3.2" in text(checks, "chat")
+
+    # Ollama as the embedder: the embedding model must be pulled too.
+    env.update(TARS_EMBEDDER="ollama", TARS_OLLAMA_HOST=ollama.url, TARS_EMBEDDER_MODEL="fake-embed")
+    _, checks, _ = doctor(env)
+    assert status(checks, "model") == "ok" and "has the embedding model fake-embed" in text(checks, "model")
+    env["TARS_EMBEDDER_MODEL"] = "nomic-embed-text"
+    _, checks, _ = doctor(env)
+    assert status(checks, "model") == "problem" and "ollama pull nomic-embed-text" in text(checks, "model")
 
 
 def test_anthropic_key_model_and_reachability(tmp_path: Path, vault: Path, model_dir: Path):
@@ -229,6 +260,23 @@ def test_unsafe_socket_folders(tmp_path: Path, vault: Path, model_dir: Path):
     finally:
         shared.chmod(0o700)
         os.rmdir(shared)
+
+
+def test_a_socket_set_only_in_the_config_file_is_one_tarsctl_does_not_see(tmp_path: Path, vault: Path, model_dir: Path):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[daemon]\nsocket = "{tmp_path}/elsewhere.sock"\n')
+    env = isolated_env(tmp_path, TARS_CONFIG=str(config), TARS_VAULT=str(vault), TARS_MODEL_DIR=str(model_dir))
+    del env["TARS_SOCKET"]
+    _, checks, _ = doctor(env)
+    assert status(checks, "socket") == "warn" and f"export TARS_SOCKET={tmp_path}/elsewhere.sock" in text(checks, "socket")
+
+
+def test_a_daemon_serving_another_vault(tmp_path: Path, vault: Path, model_dir: Path, start_daemon):
+    daemon = start_daemon()
+    other = tmp_path / "other vault"
+    other.mkdir()
+    _, checks, _ = doctor(isolated_env(tmp_path, daemon.env, TARS_VAULT=str(other)))
+    assert status(checks, "daemon") == "warn" and f"it serves {vault}, but the config names {other}" in text(checks, "daemon")
 
 
 def test_a_broken_config_file(tmp_path: Path, model_dir: Path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,8 @@ def test_install_writes_the_unit_and_says_how_to_start_and_undo(user: dict[str, 
     assert f'Environment="TARS_MODEL_DIR={model_dir}"' in text and "TARS_VAULT" not in text
     # The vault is under /tmp here, which the unit's private /tmp hides: said, not silently broken.
     assert "is under /tmp" in done.stdout
+    if not Path("/var/lib/systemd/linger", pwd.getpwuid(os.getuid()).pw_name).exists():
+        assert "sudo loginctl enable-linger" in done.stdout
 
     # Run again later without naming the vault (after an upgrade): the service keeps its vault.
     without_vault = {k: v for k, v in user.items() if k != "TARS_VAULT"}
