@@ -7,7 +7,8 @@
 # TARS_MODEL_DIR points at one, that is used instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
+source scripts/venv.sh
+tars_venv  # rebuilds a .venv made by another Python; says which Python is needed when none fits
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet .
 offline="$(cd .. && pwd)/shared/models/all-MiniLM-L6-v2-int8"

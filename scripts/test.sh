@@ -4,7 +4,8 @@
 # or wherever TARS_MODEL_DIR points.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
+source scripts/venv.sh
+tars_venv  # rebuilds a .venv made by another Python; says which Python is needed when none fits
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[test]"
 exec .venv/bin/python -m pytest "$@"

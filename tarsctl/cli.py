@@ -24,12 +24,14 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search remember review index status ping stop completion"
+    local commands="chat search remember review index status ping stop completion doctor service config"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
         --type) COMPREPLY=($(compgen -W "semantic procedural episodic note" -- "$cur")); return ;;
         completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")); return ;;
+        service) COMPREPLY=($(compgen -W "install status uninstall logs" -- "$cur")); return ;;
+        config) COMPREPLY=($(compgen -W "path show" -- "$cur")); return ;;
         index) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     if [[ $COMP_CWORD -eq 1 ]]; then
@@ -54,7 +56,8 @@ _tarsctl() {
     local -a commands
     commands=(chat:'chat with tars' search:'search the vault' remember:'save a fact' review:'review feedback'
               index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
-              completion:'print a completion script')
+              completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
+              config:'show the configuration')
     if (( CURRENT == 2 )); then _describe command commands; return; fi
     case $words[2] in
         search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
@@ -67,6 +70,9 @@ _tarsctl() {
                 '--repl' '--json' '*:message' ;;
         remember) _arguments '--procedural' '--section[heading]:heading' '*:fact' ;;
         completion) _arguments '1:shell:(bash zsh)' ;;
+        service) _arguments '1:action:(install status uninstall logs)' ;;
+        config) _arguments '1:action:(path show)' ;;
+        doctor) _arguments '--json' ;;
     esac
 }
 compdef _tarsctl tarsctl
@@ -125,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("stop", help="stop the daemon")
     completion = commands.add_parser("completion", help="print a shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh"))
+    _add_setup_commands(commands)
     return parser
 
 
@@ -132,6 +139,29 @@ def _utf8(text: str) -> str:
     """Arguments from a terminal that is not UTF-8 arrive with undecodable bytes; the wire
     carries UTF-8, so those bytes become U+FFFD (in a query or a fact they are just noise)."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _add_setup_commands(commands) -> None:
+    """doctor, service, config: they work without the daemon, and their modules load only when used."""
+    commands.add_parser("doctor", help="check the setup and say how to fix what is wrong").add_argument("--json", action="store_true")
+    service = commands.add_parser("service", help="run tarsd always: a systemd user service or a macOS LaunchAgent")
+    actions = service.add_subparsers(dest="service_command", required=True, parser_class=_Parser)
+    install = actions.add_parser("install", help="write the service file, enable and start it, wait until tarsd answers")
+    install.add_argument("--vault", help="the vault folder (default: TARS_VAULT or [vault] path in the config)")
+    install.add_argument("--no-start", action="store_true", help="only write the file; print the commands that start it")
+    install.add_argument("--print", action="store_true", help="print the service file instead of writing it")
+    install.add_argument("--wait", type=float, default=60.0, help="seconds to wait for tarsd to answer (default 60)")
+    actions.add_parser("status", help="is the service installed, enabled, answering?")
+    actions.add_parser("uninstall", help="stop and disable the service, remove its file")
+    logs = actions.add_parser("logs", help="the service's log (journalctl, or the log file on macOS)")
+    logs.add_argument("-n", "--lines", type=int, default=50)
+    logs.add_argument("-f", "--follow", action="store_true")
+    config = commands.add_parser("config", help="where the config file is, and the effective values")
+    config_actions = config.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
+    config_actions.add_parser("path", help="print the config file's path")
+    config_actions.add_parser("show", help="every value, and whether it came from a default, the file or the environment").add_argument(
+        "--json", action="store_true"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         sys.stdout.write(BASH_COMPLETION if args.shell == "bash" else ZSH_COMPLETION)
         return EXIT_OK
+    if args.command in ("doctor", "service", "config"):
+        return _run_setup_command(args)
     if args.command == "search" and not 1 <= args.limit <= 1000:
         print("tarsctl: --limit must be between 1 and 1000", file=sys.stderr)
         return EXIT_USAGE
@@ -170,6 +202,19 @@ def main(argv: list[str] | None = None) -> int:
     except TimeoutError:
         print(f"tarsctl: no answer from tarsd within {args.timeout} s", file=sys.stderr)
         return EXIT_REMOTE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run_setup_command(args) -> int:
+    if args.command == "doctor":
+        from .doctor import main as run
+    elif args.command == "service":
+        from .service import main as run
+    else:
+        from .config_view import main as run
+    try:
+        return run(args)
     except KeyboardInterrupt:
         return 130
 

@@ -73,7 +73,10 @@ class Client:
             # Someone else's socket could be an impostor collecting your queries.
             raise ProtocolError(f"refusing to talk to {self.path}: it belongs to uid {owner}, not to you; check TARS_SOCKET / --socket")
         self._sock = self._connect_socket()
-        self._send(Hello(protocol=PROTOCOL_VERSION, client=f"tarsctl/{__version__}", capabilities=["progress"]))
+        try:
+            self._send(Hello(protocol=PROTOCOL_VERSION, client=f"tarsctl/{__version__}", capabilities=["progress"]))
+        except DaemonNotRunning:
+            pass  # closed at once: a refusal ("busy") may be waiting to be read
         reply = self._receive()
         if isinstance(reply, Error):
             raise RemoteError(reply)

@@ -172,6 +172,12 @@ def default_config_file() -> Path:
     return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
+def config_file_path(path: Path | None = None, env: dict[str, str] | None = None) -> Path:
+    """The config file in use: ``--config``, else ``TARS_CONFIG``, else the platform default."""
+    env = os.environ if env is None else env
+    return Path(path or env.get("TARS_CONFIG") or default_config_file()).expanduser()
+
+
 def default_db_path(vault: Path) -> Path:
     """One database per vault, named after the vault and a hash of its full path."""
     digest = hashlib.sha256(str(vault).encode()).hexdigest()[:12]
@@ -186,7 +192,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
     env = os.environ if env is None else env
     data: dict[str, dict[str, object]] = {}
     explicit = path is not None or "TARS_CONFIG" in env
-    file = Path(path or env.get("TARS_CONFIG") or default_config_file()).expanduser()
+    file = config_file_path(path, env)
     if file.exists():
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@ typed Error and closes that one connection; the daemon keeps serving everyone el
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import resource
@@ -81,6 +82,7 @@ VECTOR_PROGRESS_SECONDS = 0.5
 # the 64 MiB reply cap.
 MAX_HIT_TEXT = 16_000
 ACCEPT_BACKLOG = 128
+REFUSAL_READ_SECONDS = 1.0
 # File descriptors kept for SQLite, the watcher, the model and logs, whatever clients do.
 FD_RESERVE = 160
 ACCEPT_ERROR_LOG_SECONDS = 60.0
@@ -167,13 +169,13 @@ def prepare_socket_path(path: Path) -> None:
             f"the socket path {path} is {len(os.fsencode(path))} bytes, over the {SUN_PATH_MAX - 1}-byte limit; "
             "set [daemon] socket or TARS_SOCKET to a shorter path"
         )
+    problem = socket_dir_problem(path)
+    if problem is not None:
+        raise UnsafeSocketDir(f"refusing to listen on {path}: {problem}")
     directory = path.parent
     if not directory.exists():
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask
-    problem = socket_dir_problem(directory)
-    if problem is not None:
-        raise UnsafeSocketDir(f"refusing to put the socket in {directory}: {problem} (set [daemon] socket or TARS_SOCKET)")
     if not path.exists() and not path.is_symlink():
         return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -276,8 +278,12 @@ class Server:
                 )
                 return
             if len(self._tasks) > self.max_connections:
-                # Refuse rather than run out of file descriptors, which indexing needs too.
+                # Refuse rather than run out of file descriptors, which indexing needs too. The
+                # hello is read first: closing on unread data would reset the connection and
+                # lose the refusal on its way.
                 self.refused += 1
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._read(reader), REFUSAL_READ_SECONDS)
                 await self._send(
                     writer,
                     Error(

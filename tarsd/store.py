@@ -247,7 +247,9 @@ class Store:
         try:
             make_private(path)
         except OSError as exc:
-            raise StoreError(f"cannot create the index {path}: {explain(exc, path)}; set [index] db_path to a writable place") from exc
+            if exc.errno == errno.ENOSPC:
+                raise StoreError(f"cannot create the index: {explain(exc, path)}") from exc
+            raise StoreError(f"cannot create {path} for the index: {exc.strerror or exc}; set [index] db_path to a writable place") from exc
         # One writer connection, used under ``lock``; searches use a read connection per
         # thread, so they neither wait for each other nor hold up indexing (WAL readers
         # never block the writer).

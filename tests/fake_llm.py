@@ -62,6 +62,11 @@ class ScriptedServer:
                 except (_Dropped, BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
 
+            def do_GET(self):
+                with server.lock:
+                    server.requests.append((self.path, {"headers": {k.lower(): v for k, v in self.headers.items()}}))
+                server.handle_get(self, self.path)
+
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -73,6 +78,9 @@ class ScriptedServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def handle_get(self, handler, path: str) -> None:
+        self.reply_json(handler, 404, {"error": f"unknown endpoint {path}"})
 
     def next_turn(self) -> dict:
         with self.lock:
@@ -130,6 +138,12 @@ class FakeOllama(ScriptedServer):
     def embed_calls(self) -> int:
         return len(self.bodies("/api/embed"))
 
+    def handle_get(self, handler, path: str) -> None:
+        if path == "/api/tags":  # the models pulled, as `ollama list` shows them
+            names = sorted(self.chat_models | set(self.models))
+            return self.reply_json(handler, 200, {"models": [{"name": f"{n}:latest", "model": f"{n}:latest"} for n in names]})
+        super().handle_get(handler, path)
+
     def handle(self, handler, path: str, body: dict) -> None:
         if path == "/api/embed":
             model = body.get("model", "").removesuffix(":latest")
@@ -185,6 +199,22 @@ class FakeAnthropic(ScriptedServer):
         429: "rate_limit_error",
         529: "overloaded_error",
     }
+
+    def __init__(self, script: list[dict] | None = None, models: tuple[str, ...] = ("claude-sonnet-4-5",), api_key: str = ""):
+        super().__init__(script)
+        self.models = set(models)
+        self.api_key = api_key  # when set, GET /v1/models/... checks x-api-key like the real API
+
+    def handle_get(self, handler, path: str) -> None:
+        if not path.startswith("/v1/models/"):
+            return super().handle_get(handler, path)
+        if self.api_key and handler.headers.get("x-api-key") != self.api_key:
+            error = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+            return self.reply_json(handler, 401, error)
+        model = path.removeprefix("/v1/models/")
+        if model not in self.models:
+            return self.reply_json(handler, 404, {"type": "error", "error": {"type": "not_found_error", "message": f"model: {model}"}})
+        self.reply_json(handler, 200, {"type": "model", "id": model, "display_name": model, "created_at": "2025-01-01T00:00:00Z"})
 
     def handle(self, handler, path: str, body: dict) -> None:
         if path != "/v1/messages":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import socket
 import stat
 import time
@@ -280,29 +281,31 @@ def test_fuzzed_frames_end_in_an_error_frame_or_a_clean_close(start_daemon, vaul
 
 def test_the_socket_folder_is_never_changed_and_unsafe_ones_are_refused(start_daemon, vault, tmp_path):
     shared = Path(f"/tmp/tars-shared-{os.getpid()}")
-    shared.mkdir(mode=0o777)
+    shared.mkdir()
     os.chmod(shared, 0o1777)  # like /tmp: world-writable with the sticky bit
+    private = shared / "mine" / "tarsd.sock"
     try:
-        daemon = start_daemon(args=("--socket", str(shared / "tarsd.sock")), TARS_SOCKET=str(shared / "tarsd.sock"))
-        assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
-        assert daemon.tarsctl("--socket", str(shared / "tarsd.sock"), "ping").returncode == 0
+        # Directly in the shared folder: refused (someone could put their own socket there first).
+        direct = start_daemon(args=("--socket", str(shared / "tarsd.sock")), TARS_SOCKET=str(shared / "tarsd.sock"), wait=False)
+        assert direct.process.wait(timeout=60) == 1 and "private subdirectory" in direct.log.read_text()
+        # In a folder of its own below it: served, and the shared folder is left as it was.
+        daemon = start_daemon(args=("--socket", str(private)), TARS_SOCKET=str(private))
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o1777 and stat.S_IMODE(private.parent.stat().st_mode) == 0o700
+        assert daemon.tarsctl("ping").returncode == 0
         daemon.stop()
 
-        os.chmod(shared, 0o777)  # world-writable, no sticky bit: anyone could replace the socket
-        refused = start_daemon(args=("--socket", str(shared / "tarsd.sock")), wait=False)
-        assert refused.process.wait(timeout=60) == 1
-        assert "can be written by other users" in refused.log.read_text()
-        assert stat.S_IMODE(shared.stat().st_mode) == 0o777
+        os.chmod(private.parent, 0o777)  # then made writable by anyone: refused, and left alone
+        unsafe = start_daemon(args=("--socket", str(private)), TARS_SOCKET=str(private), wait=False)
+        assert unsafe.process.wait(timeout=60) == 1 and "writable by everyone" in unsafe.log.read_text()
+        assert stat.S_IMODE(private.parent.stat().st_mode) == 0o777
 
         if os.geteuid() == 0:
-            os.chmod(shared, 0o700)
-            os.chown(shared, 65534, 65534)  # nobody's folder
-            other = start_daemon(args=("--socket", str(shared / "tarsd.sock")), wait=False)
-            assert other.process.wait(timeout=60) == 1 and "belongs to another user" in other.log.read_text()
+            os.chmod(private.parent, 0o700)
+            os.chown(private.parent, 65534, 65534)  # nobody's folder
+            other = start_daemon(args=("--socket", str(private)), TARS_SOCKET=str(private), wait=False)
+            assert other.process.wait(timeout=60) == 1 and "belongs to uid 65534" in other.log.read_text()
     finally:
-        for item in shared.iterdir():
-            item.unlink()
-        shared.rmdir()
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_the_index_is_private(start_daemon, vault, tmp_path):

@@ -1,0 +1,490 @@
+"""`tarsctl doctor`: one screen that checks a tars setup and says how to fix what is wrong.
+
+Each check gives ok, warn (works, but worth knowing) or problem (blocks normal use: exit code 1),
+with the fix. It reads the same config as tarsd (file + TARS_* variables), so run it in the shell
+where you run tarsctl. Nothing here runs at tarsctl start-up: cli.py imports it for doctor only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import __version__
+from .protocol import SUN_PATH_MAX, default_socket_path, socket_dir_problem
+
+EXIT_OK, EXIT_PROBLEM = 0, 1
+HTTP_TIMEOUT = 5.0
+MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | problem
+    summary: str
+    fix: str = ""
+
+
+class Doctor:
+    def __init__(self, socket: Path | None = None):
+        self.socket_override = socket
+        self.config = None  # tarsd.config.Config once loaded
+        self.vault_source = ""  # set when the vault comes from the service file, not the config
+        self.checks: list[Check] = []
+
+    def add(self, name: str, status: str, summary: str, fix: str = "") -> None:
+        self.checks.append(Check(name, status, summary, fix))
+
+    def run(self) -> list[Check]:
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("python", self.python),
+            ("sqlite", self.sqlite),
+            ("config", self.load_config),
+            ("vault", self.vault),
+            ("database", self.database),
+            ("model", self.model),
+            ("socket", self.socket),
+            ("daemon", self.daemon),
+            ("service", self.service),
+            ("chat", self.chat),
+        ]
+        for name, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
+                self.add(name, "problem", f"the check itself failed: {type(exc).__name__}: {exc}", "report this as a tars bug")
+        return self.checks
+
+    # ---- the checks, in the order a setup depends on them ----
+
+    def python(self) -> None:
+        # pyproject's requires-python keeps older ones out; where it runs from is what helps.
+        self.add("python", "ok", f"Python {platform.python_version()} ({sys.executable})")
+
+    def sqlite(self) -> None:
+        reinstall = "reinstall tars: uv tool install --reinstall PATH-OR-URL (or pipx reinstall tars)"
+        try:
+            import apsw
+        except ImportError as exc:
+            self.add("sqlite", "problem", f"apsw is not installed ({exc})", reinstall)
+            return
+        connection = apsw.Connection(":memory:")
+        try:
+            connection.execute("CREATE VIRTUAL TABLE probe USING fts5(body)")
+        except apsw.Error as exc:
+            self.add("sqlite", "problem", f"SQLite {apsw.sqlite_lib_version()} has no FTS5 ({exc})", reinstall)
+            return
+        from tarsd.store import StoreError, load_vec_extension
+
+        try:
+            vec = load_vec_extension(connection)
+        except StoreError as exc:
+            self.add("sqlite", "problem", str(exc), reinstall)
+            return
+        finally:
+            connection.close()
+        self.add("sqlite", "ok", f"SQLite {apsw.sqlite_lib_version()} with FTS5; sqlite-vec {vec} loads through apsw {apsw.apsw_version()}")
+
+    def load_config(self) -> None:
+        from tarsd.config import ConfigError, config_file_path
+        from tarsd.config_sources import config_sources
+
+        try:
+            sources = config_sources()
+        except ConfigError as exc:
+            self.add("config", "problem", str(exc), f"fix {config_file_path()} or the TARS_* variable it names")
+            return
+        self.config = sources.config
+        if not self.config.vault.path:
+            self._vault_from_service()
+        from_env = sorted({s.source.removeprefix("env ") for s in sources.settings if s.source.startswith("env ")})
+        where = f"{sources.file}" if sources.file_exists else f"no file at {sources.file}: defaults"
+        self.add("config", "ok", where + (f", plus {', '.join(from_env)}" if from_env else "") + " (see: tarsctl config show)")
+
+    def _vault_from_service(self) -> None:
+        """`tarsctl service install --vault X` puts the vault in the service file only: check that one."""
+        from tarsd.config import load_config
+
+        from .service import ServiceError, installed_vault
+
+        try:
+            vault = installed_vault()
+        except ServiceError:
+            return
+        if vault is not None:
+            self.config = load_config(vault_path=vault)
+            self.vault_source = "the service file"
+
+    def vault(self) -> None:
+        from tarsd.config import ConfigError
+
+        if self.config is None:
+            self.add("vault", "problem", "unknown: the config could not be read", "fix the config first")
+            return
+        try:
+            vault = self.config.vault_path
+        except ConfigError:
+            self.add(
+                "vault",
+                "problem",
+                "no vault configured",
+                "set TARS_VAULT=PATH, or [vault] path in the config file, or install the service with tarsctl service install --vault PATH",
+            )
+            return
+        if not vault.exists():
+            self.add("vault", "problem", f"{vault} does not exist", "create it, or point TARS_VAULT / [vault] path at your vault")
+            return
+        if not vault.is_dir():
+            self.add("vault", "problem", f"{vault} is not a folder", "point TARS_VAULT / [vault] path at the vault folder")
+            return
+        try:
+            notes = _count_notes(vault)
+        except OSError as exc:
+            self.add("vault", "problem", f"cannot read {vault} ({exc.strerror})", f"give yourself read access: chmod u+rx {vault}")
+            return
+        problem = _write_problem(vault)
+        memory = vault / self.config.memory.semantic_file
+        if problem is None and memory.exists() and not os.access(memory, os.W_OK):
+            problem = f"{memory.name} is read-only"
+        if problem is not None:
+            self.add(
+                "vault",
+                "problem",
+                f"{vault} is not writable: {problem}; tars writes memory and session logs there",
+                f"make it writable: chmod -R u+w {_quote(vault)} (and check the mount is read-write, `lsattr -d` for the immutable flag)",
+            )
+            return
+        summary = f"{vault}: {notes} note{'s' * (notes != 1)}, readable and writable"
+        if self.vault_source:
+            summary += f" (named by {self.vault_source})"
+        if sys.platform == "darwin":
+            from .service import find_tarsd, full_disk_access_hint
+
+            tarsd = find_tarsd()
+            hint = full_disk_access_hint(vault, tarsd) if tarsd else None
+            if hint:
+                self.add("vault", "warn", summary, hint)
+                return
+        self.add("vault", "ok", summary)
+
+    def database(self) -> None:
+        from tarsd.config import ConfigError
+
+        if self.config is None:
+            return
+        try:
+            database, vault = self.config.db_path, self.config.vault_path
+        except ConfigError:
+            return  # no vault: said above
+        if database.is_relative_to(vault):
+            self.add("database", "problem", f"{database} is inside the vault", "set TARS_DB (or [index] db_path) outside the vault")
+            return
+        folder = _nearest_existing(database.parent)
+        problem = _write_problem(folder) if folder is not None else "no folder above it exists"
+        if problem is not None:
+            fix = "set TARS_DB (or [index] db_path) to a writable place"
+            self.add("database", "problem", f"cannot write {database.parent}: {problem}", fix)
+            return
+        size = f"{database.stat().st_size / 1e6:.1f} MB" if database.exists() else "not created yet"
+        self.add("database", "ok", f"{database} ({size})")
+
+    def model(self) -> None:
+        if self.config is None:
+            return
+        embedder = self.config.embedder
+        if embedder.kind == "none":
+            self.add("model", "warn", "no embedder ([embedder] kind = none): keyword search only", 'set [embedder] kind = "local"')
+            return
+        if embedder.kind == "ollama":
+            self._ollama_model("model", embedder.ollama_host, embedder.model, "embedding model", "[embedder] ollama_host")
+            return
+        if embedder.model_dir:
+            folder = Path(embedder.model_dir).expanduser()
+            missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+            if missing:
+                self.add(
+                    "model",
+                    "problem",
+                    f"no embedding model at {folder} (missing {', '.join(missing)})",
+                    "point TARS_MODEL_DIR ([embedder] model_dir) at a folder holding the ONNX model, or unset it to download it once",
+                )
+            else:
+                self.add("model", "ok", f"{embedder.model} at {folder}")
+            return
+        import platformdirs
+
+        cache = Path(platformdirs.user_cache_dir("tars")) / "models"
+        found = next(cache.rglob("model.onnx"), None) if cache.is_dir() else None
+        if found is not None:
+            self.add("model", "ok", f"{embedder.model}, downloaded in {found.parent}")
+            return
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        offline_fix = "connect to the internet once (tarsd downloads it at start), or set TARS_MODEL_DIR ([embedder] model_dir) to a copy"
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+            self.add("model", "problem", f"{embedder.model} is not downloaded and HF_HUB_OFFLINE forbids the download", offline_fix)
+            return
+        status, _, error = _http_get(endpoint)
+        if status is None:
+            self.add(
+                "model",
+                "problem",
+                f"{embedder.model} is not downloaded yet (it would go to {cache}) and {endpoint} cannot be reached ({error})",
+                offline_fix,
+            )
+        else:
+            self.add("model", "ok", f"{embedder.model} is not downloaded yet: tarsd fetches it (about 90 MB) into {cache} on first start")
+
+    def socket(self) -> None:
+        path = self.socket_path()
+        size = len(os.fsencode(path))
+        if size >= SUN_PATH_MAX:
+            self.add(
+                "socket",
+                "problem",
+                f"{path} is {size} bytes, over the {SUN_PATH_MAX - 1}-byte limit of a socket address",
+                "set TARS_SOCKET (and [daemon] socket) to a shorter path",
+            )
+            return
+        problem = socket_dir_problem(path)
+        if problem is not None:
+            what, _, fix = problem.rpartition(": ")  # the rule's messages end with what to do
+            self.add("socket", "problem", what, fix)
+            return
+        if self.socket_override is None and self.config is not None and self.config.socket_path != default_socket_path():
+            self.add(
+                "socket",
+                "warn",
+                f"the config puts tarsd's socket at {self.config.socket_path}, but tarsctl looks at {default_socket_path()}",
+                f"tarsctl does not read the config file: export TARS_SOCKET={self.config.socket_path}",
+            )
+            return
+        self.add("socket", "ok", f"{path} ({'its folder is private' if path.parent.exists() else 'tarsd creates its folder, private'})")
+
+    def daemon(self) -> None:
+        from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
+        from .protocol import Status
+
+        path = self.socket_path()
+        try:
+            with Client(path, timeout=HTTP_TIMEOUT) as client:
+                reply = client.call(Status(id=client.next_id()))
+        except DaemonNotRunning:
+            self.add(
+                "daemon",
+                "problem",
+                f"tarsd does not answer on {path}",
+                "start it: tarsctl service install (always on), or tarsd --vault PATH (in a terminal)",
+            )
+            return
+        except (ProtocolError, RemoteError, TimeoutError, OSError) as exc:
+            self.add("daemon", "problem", f"tarsd on {path} answered badly: {exc}", "restart it (tarsctl stop, then start it again)")
+            return
+        counts = reply.counts
+        summary = f"answers: {reply.vault}, {counts.get('files', 0)} notes, {counts.get('chunks', 0)} chunks, up {reply.uptime:.0f} s"
+        configured = self._configured_vault()
+        if configured is not None and Path(reply.vault) != configured:
+            fix = f"it serves {reply.vault}, but the config names {configured}: restart it with the right vault"
+            self.add("daemon", "warn", summary, fix)
+        elif reply.warnings:
+            self.add("daemon", "warn", summary + "; " + "; ".join(reply.warnings), "see tarsctl status")
+        else:
+            self.add("daemon", "ok", summary)
+
+    def service(self) -> None:
+        from .service import ServiceError, inspect, linger_enabled, linger_hint
+
+        try:
+            state = inspect()
+        except ServiceError as exc:
+            self.add("service", "warn", str(exc))
+            return
+        if not state.installed:
+            self.add("service", "warn", f"not installed (no {state.file})", "to run tarsd always: tarsctl service install --vault PATH")
+            return
+        if state.tarsd is None or not state.tarsd.is_file():
+            self.add(
+                "service",
+                "problem",
+                f"{state.file} runs {state.tarsd or 'nothing'}, which does not exist",
+                "reinstall tars, then run tarsctl service install again",
+            )
+            return
+        configured = self._configured_vault()
+        if configured is not None and state.vault is not None and state.vault != configured:
+            fix = "tarsctl service install --vault PATH"
+            self.add("service", "warn", f"{state.file} serves {state.vault}, the config names {configured}", fix)
+        elif not state.enabled:
+            unknown = f" (systemd --user cannot be asked: {state.manager_error})" if state.manager_error else ""
+            self.add(
+                "service",
+                "warn",
+                f"{state.file} is installed but not enabled{unknown}",
+                "tarsctl service install (or systemctl --user enable --now tarsd)",
+            )
+        elif state.manager_error:
+            self.add("service", "warn", f"{state.file} is enabled; systemd --user cannot be asked whether it runs: {state.manager_error}")
+        elif state.active not in ("active", "running"):
+            self.add("service", "warn", f"{state.file} is enabled but {state.active}", "tarsctl service logs, then tarsctl service install")
+        else:
+            self.add("service", "ok", f"{state.file}: enabled, {state.active}")
+        if state.manager == "systemd" and not linger_enabled():
+            self.add("service", "warn", *linger_hint())
+
+    def chat(self) -> None:
+        if self.config is None:
+            return
+        chat = self.config.chat
+        if chat.provider == "ollama":
+            self._ollama_model("chat", chat.ollama_host, chat.ollama_model, "chat model", "[chat] ollama_host")
+        else:
+            self._anthropic(chat)
+
+    # ---- helpers ----
+
+    def socket_path(self) -> Path:
+        if self.socket_override is not None:
+            return self.socket_override
+        return self.config.socket_path if self.config is not None else default_socket_path()
+
+    def _configured_vault(self) -> Path | None:
+        try:
+            return self.config.vault_path if self.config is not None else None
+        except Exception:  # noqa: BLE001 - no vault configured: said by the vault check
+            return None
+
+    def _ollama_model(self, name: str, host: str, model: str, what: str, setting: str) -> None:
+        status, body, error = _http_get(host.rstrip("/") + "/api/tags")
+        if status is None:
+            self.add(name, "problem", f"Ollama is not reachable at {host} ({error})", f"start it (ollama serve), or set {setting}")
+            return
+        if status != 200:
+            self.add(name, "problem", f"Ollama at {host} answered HTTP {status}", f"check {setting} points at Ollama")
+            return
+        try:
+            names = {m.get("name", "") for m in json.loads(body).get("models", [])}
+        except (ValueError, AttributeError):
+            self.add(name, "problem", f"{host} answered, but not like Ollama", f"check {setting}")
+            return
+        if model in names or f"{model}:latest" in names:
+            self.add(name, "ok", f"Ollama at {host} has the {what} {model}")
+        else:
+            self.add(name, "problem", f"Ollama at {host} does not have the {what} {model}", f"ollama pull {model}")
+
+    def _anthropic(self, chat) -> None:
+        key_file = Path(chat.anthropic_key_file).expanduser()
+        key, where = os.environ.get("ANTHROPIC_API_KEY", "").strip(), "ANTHROPIC_API_KEY"
+        if not key:
+            try:
+                key = key_file.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0].strip()
+                where = str(key_file)
+            except (OSError, IndexError):
+                key = ""
+        if not key:
+            fix = f"put it in {key_file} (first line, mode 600) or set ANTHROPIC_API_KEY for tarsd"
+            self.add("chat", "problem", "no Anthropic API key", fix)
+            return
+        base = (chat.anthropic_base_url or "https://api.anthropic.com").rstrip("/")
+        headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+        status, _, error = _http_get(f"{base}/v1/models/{chat.anthropic_model}", headers)
+        if status is None:
+            self.add("chat", "problem", f"Anthropic is not reachable at {base} ({error})", "check the network or [chat] anthropic_base_url")
+        elif status in (401, 403):
+            self.add("chat", "problem", f"Anthropic rejected the API key from {where} (HTTP {status})", "check the key")
+        elif status == 404:
+            self.add("chat", "problem", f"Anthropic has no model {chat.anthropic_model}", "set [chat] anthropic_model to a current model")
+        elif status != 200:
+            self.add("chat", "warn", f"Anthropic at {base} answered HTTP {status} for the model {chat.anthropic_model}", "try again later")
+        elif where == "ANTHROPIC_API_KEY":
+            self.add(
+                "chat",
+                "warn",
+                f"Anthropic {chat.anthropic_model} answers, with the key from this shell's ANTHROPIC_API_KEY",
+                f"a service does not see this shell's variables: put the key in {key_file} (mode 600)",
+            )
+        else:
+            self.add("chat", "ok", f"Anthropic {chat.anthropic_model} answers (key from {where})")
+
+
+def _http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int | None, bytes, str]:
+    """(HTTP status, body, "") or (None, b"", why it could not be reached)."""
+    request = urllib.request.Request(url, headers=headers or {}, method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
+            return response.status, response.read(1 << 20), ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(1 << 16), ""
+    except urllib.error.URLError as exc:
+        return None, b"", str(exc.reason)
+    except (OSError, ValueError) as exc:  # timeouts, resets, a malformed URL
+        return None, b"", str(exc) or type(exc).__name__
+
+
+def _count_notes(vault: Path) -> int:
+    """Markdown files outside dot-folders, like the indexer counts them; raises OSError if unreadable."""
+    count = 0
+    pending = [vault]
+    os.listdir(vault)  # an unreadable vault raises here, not silently below
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+            elif entry.name.lower().endswith(".md"):
+                count += 1
+    return count
+
+
+def _write_problem(folder: Path) -> str | None:
+    """Try to create and remove a file: permission bits, read-only mounts and ACLs all show up."""
+    probe = folder / f".tars-doctor-{os.getpid()}.tmp"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    probe.unlink(missing_ok=True)
+    return None
+
+
+def _nearest_existing(path: Path) -> Path | None:
+    for candidate in (path, *path.parents):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def _quote(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+def main(args) -> int:
+    checks = Doctor(Path(args.socket) if args.socket else None).run()
+    problems = sum(c.status == "problem" for c in checks)
+    warnings = sum(c.status == "warn" for c in checks)
+    if args.json:
+        print(json.dumps({"ok": problems == 0, "problems": problems, "warnings": warnings, "checks": [asdict(c) for c in checks]}))
+        return EXIT_PROBLEM if problems else EXIT_OK
+    print(f"tars doctor (tarsctl {__version__})")
+    for check in checks:
+        print(f"{check.status:<8} {check.name:<9} {check.summary}")
+        if check.fix and check.status != "ok":
+            print(f"{'':<8} {'':<9} fix: {check.fix}")
+    counted = f"{problems} problem{'s' * (problems != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    print(f"{counted}: tars cannot work normally until the problems are fixed" if problems else counted)
+    return EXIT_PROBLEM if problems else EXIT_OK

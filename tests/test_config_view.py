@@ -1,0 +1,63 @@
+"""tarsctl config path | show: the file in use, and each value with where it came from."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tarsd.config_sources import config_sources
+from user_env import isolated_env
+
+
+def tarsctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tarsctl.cli", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_path_is_tars_config_or_the_platform_default(tmp_path: Path):
+    env = isolated_env(tmp_path)
+    assert tarsctl(env, "config", "path").stdout.strip() == env["TARS_CONFIG"]
+    del env["TARS_CONFIG"]
+    done = tarsctl(env, "config", "path")
+    assert done.stdout.strip() == str(Path(env["XDG_CONFIG_HOME"]) / "tars" / "config.toml")
+    assert "no file there yet" in done.stderr
+
+
+def test_show_names_default_file_and_environment(tmp_path: Path):
+    config = tmp_path / "my config.toml"
+    config.write_text('[vault]\npath = "~/from-file"\n\n[chat]\nollama_model = "qwen3"\nmax_tool_rounds = 3\n', encoding="utf-8")
+    env = isolated_env(
+        tmp_path, TARS_CONFIG=str(config), TARS_VAULT="/from/env", TARS_EMBEDDER_MODEL_DIR="/models", TARS_CHAT_KEEP_RECENT="4"
+    )
+    done = tarsctl(env, "config", "show", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["file"] == str(config) and shown["file_exists"] is True
+    sources = {(s["section"], s["key"]): (s["value"], s["source"]) for s in shown["settings"]}
+    assert sources[("vault", "path")] == ("/from/env", "env TARS_VAULT")  # the alias wins over the file
+    assert sources[("chat", "ollama_model")] == ("qwen3", "file")
+    assert sources[("chat", "max_tool_rounds")] == (3, "file")
+    assert sources[("chat", "keep_recent")] == (4, "env TARS_CHAT_KEEP_RECENT")  # typed, not the string
+    assert sources[("embedder", "model_dir")] == ("/models", "env TARS_EMBEDDER_MODEL_DIR")
+    assert sources[("embedder", "kind")] == ("local", "default")
+    assert shown["derived"]["vault"] == "/from/env" and shown["derived"]["socket"] == env["TARS_SOCKET"]
+
+    lines = tarsctl(env, "config", "show").stdout.splitlines()
+    assert lines[0] == f"# config file: {config}"
+    assert any(line.startswith("ollama_model") and '= "qwen3"' in line and line.endswith("# file") for line in lines)
+    assert any(line.startswith("path") and line.endswith("# env TARS_VAULT") for line in lines)
+
+
+def test_command_line_overrides_are_named():
+    sources = config_sources(path=None, env={"TARS_CONFIG": "/dev/null"}, vault_path="/cli")
+    vault = next(s for s in sources.settings if (s.section, s.key) == ("vault", "path"))
+    assert (vault.value, vault.source) == ("/cli", "command line")
+
+
+def test_a_broken_file_is_reported_not_a_traceback(tmp_path: Path):
+    config = tmp_path / "config.toml"
+    config.write_text("[chat]\nmax_tool_rounds = 'many'\n")
+    done = tarsctl(isolated_env(tmp_path, TARS_CONFIG=str(config)), "config", "show")
+    assert done.returncode == 1
+    assert done.stderr.startswith("tarsctl: invalid configuration") and "max_tool_rounds" in done.stderr
