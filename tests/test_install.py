@@ -69,8 +69,8 @@ def test_uv_tool_install_from_a_clean_clone_gives_a_working_tarsd_and_tarsctl(tm
     try:
         wait_for(lambda: run([str(tarsctl), "ping"], user, 10).returncode == 0 or daemon.poll() is not None, "the installed tarsd")
         assert daemon.poll() is None, (tmp_path / "tarsd.log").read_text()
-        indexed = run([str(tarsctl), "index"], user)
-        assert indexed.returncode == 0 and "vectors: 2 embedded" in indexed.stdout, indexed.stdout + indexed.stderr
+        indexed = run([str(tarsctl), "index", "--wait"], user)  # keywords at once; --wait also waits for the vectors
+        assert indexed.returncode == 0 and "0 pending" in indexed.stdout, indexed.stdout + indexed.stderr
         found = run([str(tarsctl), "search", "--mode", "vec", "what temperature for baking bread"], user)
         assert found.returncode == 0, found.stderr
         assert found.stdout.splitlines()[0].startswith("Sourdough.md:1")
