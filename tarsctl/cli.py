@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import msgspec
 from . import __version__
 from .chat import ChatSession, remember, repl
 from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-from .protocol import Coverage, Error, Index, IndexDone, Ping, Progress, Search, SearchResults, Status, Stop
+from .protocol import Coverage, Error, Index, IndexDone, Links, Ping, Progress, Related, Search, SearchResults, Status, Stop, parse_when
 
 EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
@@ -101,7 +102,23 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--type", action="append", choices=MEMORY_TYPES, default=[], help="memory type (repeatable)")
     search.add_argument("--path", default="", help="only notes under this path prefix")
     search.add_argument("--all-chunks", action="store_true", help="every matching chunk, not only the best per note")
-    search.add_argument("--json", action="store_true", help="one JSON object per line")
+    search.add_argument("--tag", action="append", default=[], help="only notes with this tag (repeatable: all of them; a matches a/b)")
+    search.add_argument("--since", help="only notes modified since: 2026-11-01, 2026-11-01T09:30, 36h, 7d, 2w, 3m, 1y, today, yesterday")
+    search.add_argument("--before", help="only notes modified before (same forms as --since)")
+    search.add_argument("--explain", action="store_true", help="show why each hit ranks where it does")
+    search.add_argument("--json", action="store_true", help="one JSON object per hit on stdout; coverage and warnings as JSON on stderr")
+
+    links = commands.add_parser("links", help="the links in a note, and where they lead")
+    links.add_argument("note", nargs="?", default="", help="a note's path, file name or alias")
+    links.add_argument("--unresolved", action="store_true", help="every link in the vault that leads to no note")
+    links.add_argument("--json", action="store_true")
+    backlinks = commands.add_parser("backlinks", help="the notes that link to a note, with line numbers")
+    backlinks.add_argument("note", help="a note's path, file name or alias")
+    backlinks.add_argument("--json", action="store_true")
+    related = commands.add_parser("related", help="the notes nearest in meaning to a note, marking those already linked")
+    related.add_argument("note", help="a note's path, file name or alias")
+    related.add_argument("--limit", type=int, default=10)
+    related.add_argument("--json", action="store_true")
 
     index = commands.add_parser("index", help="index the whole vault, or the given notes (keywords at once, vectors after)")
     index.add_argument("paths", nargs="*")
@@ -165,6 +182,8 @@ def _add_setup_commands(commands) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `tarsctl search x | head`: stop quietly when the reader goes away, as other tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
     for name in ("query", "fact", "message"):
         if isinstance(getattr(args, name, None), list):
@@ -186,6 +205,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if args.command == "search" and not " ".join(args.query).strip():
         print("tarsctl: the query is empty: give words to search for", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "search":
+        try:
+            args.since, args.before = (None if when is None else parse_when(when) for when in (args.since, args.before))
+        except ValueError as exc:
+            print(f"tarsctl: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.command == "links" and not args.note and not args.unresolved:
+        print("tarsctl: give a note (or --unresolved)", file=sys.stderr)
         return EXIT_USAGE
     try:
         with Client(args.socket, timeout=args.timeout) as client:
@@ -257,6 +285,10 @@ def _search(client: Client, args) -> int:
         types=args.type,
         path=args.path,
         all_chunks=args.all_chunks,
+        tags=args.tag,
+        since=args.since,
+        before=args.before,
+        explain=args.explain,
     )
     reply = client.call(request)
     assert isinstance(reply, SearchResults)
@@ -277,6 +309,51 @@ def _search(client: Client, args) -> int:
         where = " › ".join(part for part in (hit.title, hit.heading_path) if part)
         print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]")
         print(f"    {_bold(hit.snippet, tty)}")
+        if hit.explain is not None:
+            print(f"    why: {_why(hit.explain)}")
+    return EXIT_OK
+
+
+def _why(explain) -> str:
+    keyword = "no keyword match"
+    if explain.keyword_rank:
+        keyword = f"keyword #{explain.keyword_rank} (bm25 {explain.bm25:.2f}, covers {explain.coverage:.0%})"
+    vector = f"vector #{explain.vector_rank} (cosine {explain.cosine:.2f})" if explain.vector_rank else "no vector match"
+    boosts = [f"{name} +{value:.2f}" for name, value in (("title", explain.title_boost), ("links", explain.link_boost)) if value]
+    return "; ".join([keyword, vector, *boosts, f"fused {explain.fused:.3f}"])
+
+
+def _links(client: Client, args) -> int:
+    direction = "unresolved" if args.unresolved else "in" if args.command == "backlinks" else "out"
+    reply = client.call(Links(id=client.next_id(), note=args.note, direction=direction))
+    if args.json:
+        for link in reply.links:
+            _emit_json(link)
+        return EXIT_OK
+    if not reply.links:
+        what = {"out": f"{reply.note} links to no note", "in": f"no note links to {reply.note}", "unresolved": "every link leads to a note"}
+        print(what[direction], file=sys.stderr)
+    for link in reply.links:
+        shown = link.target + (f"#{link.heading}" if link.heading else "") or f"#{link.heading}"
+        if direction == "in":
+            print(f"{link.source}:{link.line}  [[{shown}]]" + (f"  ({link.label})" if link.label else ""))
+        elif direction == "out":
+            print(f"{reply.note}:{link.line}  [[{shown}]] -> {link.resolved or 'unresolved: no such note'}")
+        else:
+            print(f"{link.source}:{link.line}  [[{shown}]]")
+    return EXIT_OK
+
+
+def _related(client: Client, args) -> int:
+    reply = client.call(Related(id=client.next_id(), note=args.note, limit=args.limit))
+    if args.json:
+        for note in reply.notes:
+            _emit_json(note)
+        return EXIT_OK
+    if not reply.notes:
+        print(f"nothing related to {reply.note} yet (its passages need vectors: see `tarsctl status`)", file=sys.stderr)
+    for note in reply.notes:
+        print(f"{note.path}  {note.title}  [{note.similarity:.2f}]" + ("  (linked)" if note.linked else ""))
     return EXIT_OK
 
 
@@ -427,6 +504,9 @@ COMMANDS = {
     "chat": _chat,
     "remember": _remember,
     "review": _review,
+    "links": _links,
+    "backlinks": _links,
+    "related": _related,
 }
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ This module imports only msgspec and the standard library: tarsctl must start fa
 from __future__ import annotations
 
 import os
+import re
 import stat
 import struct
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -69,6 +71,10 @@ class Search(Message, tag="search"):
     types: Annotated[list[str], Meta(max_length=8)] = []  # memory types: semantic, procedural, episodic, note
     path: VaultPath = ""  # path prefix inside the vault
     all_chunks: bool = False  # every matching chunk instead of the best one per file
+    tags: Annotated[list[Annotated[str, Meta(max_length=200)]], Meta(max_length=16)] = []  # all of them; "a" matches "a/b"
+    since: float | None = None  # modified at or after (unix time; parse_when reads "2026-11-01", "7d")
+    before: float | None = None  # modified before
+    explain: bool = False  # add each hit's ranking signals (keyword rank and BM25, vector rank and similarity, boosts)
 
 
 class Index(Message, tag="index"):
@@ -76,6 +82,20 @@ class Index(Message, tag="index"):
     paths: Annotated[list[VaultPath], Meta(max_length=10_000)] = []  # relative to the vault; empty means the whole vault
     full: bool = False  # re-read and re-chunk every file (cached vectors are still used)
     wait: bool = False  # also wait until every vector is made (embed progress events meanwhile)
+
+
+class Links(Message, tag="links"):
+    """Links from a note (direction "out"), to it ("in", backlinks), or every unresolved link ("unresolved")."""
+
+    id: int = 0
+    note: VaultPath = ""  # a vault path, a file name or an alias
+    direction: str = "out"  # out | in | unresolved
+
+
+class Related(Message, tag="related"):
+    id: int = 0
+    note: VaultPath = ""
+    limit: Limit = 10
 
 
 class Status(Message, tag="status"):
@@ -149,6 +169,21 @@ class Pong(Message, tag="pong"):
     uptime: float = 0.0
 
 
+class Explain(msgspec.Struct):
+    """Why a hit ranks where it does (search with explain=True)."""
+
+    keyword_rank: int = 0  # among notes in the keyword list; 0: not in it
+    bm25: float = 0.0
+    coverage: float = 0.0  # share of the query's words (IDF-weighted) its passage holds
+    title_coverage: float = 0.0
+    vector_rank: int = 0  # among notes in the vector list; 0: not in it (cosine still measured)
+    cosine: float = 0.0
+    title_boost: float = 0.0
+    link_boost: float = 0.0
+    linked_from: int = 0  # other top hits that link to it
+    fused: float = 0.0  # the ranking value before it is mapped onto the bands
+
+
 class Hit(msgspec.Struct, omit_defaults=True):
     path: str
     title: str
@@ -160,6 +195,7 @@ class Hit(msgspec.Struct, omit_defaults=True):
     band: str
     memory_type: str
     text: str = ""
+    explain: Explain | None = None
 
 
 class Coverage(msgspec.Struct):
@@ -198,6 +234,36 @@ class SearchResults(Message, tag="search_results"):
     warnings: list[str] = []
     elapsed_ms: float = 0.0
     coverage: Coverage | None = None
+
+
+class LinkHit(msgspec.Struct):
+    source: str  # the note the link is in
+    line: int
+    kind: str  # wiki | embed | markdown
+    target: str  # as written
+    heading: str = ""
+    label: str = ""
+    resolved: str = ""  # the note it leads to; "" when none does
+
+
+class LinksReply(Message, tag="links_reply"):
+    id: int = 0
+    note: str = ""  # the note the links are of (resolved from the request)
+    direction: str = ""
+    links: list[LinkHit] = []
+
+
+class RelatedNote(msgspec.Struct):
+    path: str
+    title: str
+    similarity: float
+    linked: bool  # the two notes already link, one way or the other
+
+
+class RelatedReply(Message, tag="related_reply"):
+    id: int = 0
+    note: str = ""
+    notes: list[RelatedNote] = []
 
 
 class Progress(Message, tag="progress"):
@@ -328,7 +394,23 @@ class Error(Message, tag="error"):
     hint: str = ""
 
 
-ClientMessage = Hello | Ping | Search | Index | Status | Stop | Chat | Cancel | EndConversation | Remember | Feedback | Review | ApplyReview
+ClientMessage = (
+    Hello
+    | Ping
+    | Search
+    | Index
+    | Status
+    | Stop
+    | Chat
+    | Cancel
+    | EndConversation
+    | Remember
+    | Feedback
+    | Review
+    | ApplyReview
+    | Links
+    | Related
+)
 ServerMessage = (
     Welcome
     | Pong
@@ -346,6 +428,8 @@ ServerMessage = (
     | FeedbackSaved
     | ReviewProposals
     | ReviewApplied
+    | LinksReply
+    | RelatedReply
 )
 FINAL_REPLIES = (
     Pong,
@@ -360,6 +444,8 @@ FINAL_REPLIES = (
     FeedbackSaved,
     ReviewProposals,
     ReviewApplied,
+    LinksReply,
+    RelatedReply,
 )
 
 encoder = msgspec.msgpack.Encoder()
@@ -370,6 +456,32 @@ server_decoder = msgspec.msgpack.Decoder(ServerMessage)
 def frame(message: Message) -> bytes:
     body = encoder.encode(message)
     return HEADER.pack(len(body)) + body
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(h|d|w|m|y)$")
+_DURATION_SECONDS = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
+
+
+def parse_when(text: str, now: float | None = None) -> float:
+    """A point in time for ``since`` / ``before``: an ISO date or date-time ("2026-11-01",
+    "2026-11-01T09:30", local time unless it says otherwise), a span back from now ("36h",
+    "7d", "2w", "3m", "1y"), "today" or "yesterday". Raises ValueError with what it accepts."""
+    from datetime import datetime, timedelta
+
+    now = time.time() if now is None else now
+    value = text.strip().lower()
+    if value in ("today", "yesterday"):
+        midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+        return (midnight - timedelta(days=1 if value == "yesterday" else 0)).timestamp()
+    if match := _DURATION.match(value):
+        return now - float(match.group(1)) * _DURATION_SECONDS[match.group(2)]
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise ValueError(
+            f"cannot read {text!r} as a time: use a date (2026-11-01), a date and time (2026-11-01T09:30), "
+            "a span back from now (36h, 7d, 2w, 3m, 1y), today or yesterday"
+        ) from None
 
 
 def default_socket_path() -> Path:

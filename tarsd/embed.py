@@ -125,11 +125,20 @@ class Embedder:
         return self.state == "ready"
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Block until the current load attempt ends (scripts and benchmarks; the daemon never waits)."""
-        self.start_loading()
-        with self._guard:
-            self._guard.wait_for(lambda: self.state != "loading", timeout)
-        return self.state == "ready"
+        """Block until a load attempt that started after this call ends (scripts and benchmarks;
+        the daemon never waits). An attempt already running may predate a fix, so its failure
+        is followed by a fresh attempt when one is due."""
+        called = time.time()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.start_loading()
+            with self._guard:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                self._guard.wait_for(lambda: self.state != "loading", left)
+                fresh = self.loading_since is not None and self.loading_since >= called
+                due = time.monotonic() >= self._next_attempt
+            if self.state == "ready" or fresh or not due or (deadline is not None and time.monotonic() >= deadline):
+                return self.state == "ready"
 
     def _attempt(self) -> None:
         started = time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .config import Config
 from .embed import make_embedder
+from .graph import NoteGraph
 from .indexer import Indexer
 from .search import Searcher
 from .store import Store
@@ -23,7 +24,8 @@ class Engine:
         # Loads in the background: nothing here or in the daemon waits for the model.
         self.embedder.start_loading()
         self.indexer = Indexer(config, self.store, self.embedder)
-        self.searcher = Searcher(self.store, self.embedder)
+        self.graph = NoteGraph(self.store)
+        self.searcher = Searcher(self.store, self.embedder, self.graph)
 
     def close(self) -> None:
         self.searcher.close()

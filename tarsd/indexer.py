@@ -9,6 +9,7 @@ transaction, so a slow model never blocks readers or the next file.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -18,15 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .chunker import chunk_note
+from .chunker import Chunk, chunk_note, parse_front_matter
 from .config import Config
 from .embed import Embedder, EmbedderUnavailable
+from .links import parse_links
 from .store import FileMeta, FileState, Store
+from .tags import parse_tags
 from .vault import DiskFile, display_path, is_conflict_copy, memory_type, read_note, stat_note, walk
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2  # 2: notes with no body get a title chunk
 # Pending chunks per embedding round (the model sees them in config.batch_size batches).
 # Small rounds let the daemon slip a freshly saved note in between (under a second each here).
 EMBED_ROUND = 8
@@ -240,6 +243,11 @@ class Indexer:
             return
         try:
             parsed = chunk_note(note.text, counter, budget, self.config.index.overlap, fallback_title=Path(path).stem)
+            lines = note.text.splitlines()
+            links = parse_links(lines, 1, path)
+            tags = list(dict.fromkeys([*parsed.tags, *parse_tags(lines)]))
+            if not parsed.chunks:
+                parsed.chunks.append(_title_chunk(parsed.title, lines))
         except Exception as exc:  # a note that defeats the chunker must not stop the sync
             log.exception("cannot chunk %s", path)
             problem = f"could not be chunked: {exc}"
@@ -256,10 +264,11 @@ class Indexer:
             mtime_ns=disk.mtime_ns,
             size=disk.size,
             chunker=chunker_fp,
-            tags=parsed.tags,
+            tags=tags,
             aliases=parsed.aliases,
             conflict=is_conflict_copy(path),
             problem=note.problem,
+            links=links,
         )
         self.store.replace_file(meta, parsed.chunks, cached, replacing=state is not None)
         report.indexed += 1
@@ -310,6 +319,24 @@ class Indexer:
             if progress:
                 progress("embed", min(done, total), total)
         return report.vectors_embedded
+
+
+def _title_chunk(title: str, lines: list[str]) -> Chunk:
+    """The one chunk of a note with no body (front matter only, or empty): its title, and its
+    description when the front matter has one, so it can be found by name like any note."""
+    front, end = parse_front_matter(lines)
+    about = next((str(front[key]).strip() for key in ("description", "desc", "summary") if front.get(key)), "")
+    text = "\n".join(part for part in (title, about) if part)
+    return Chunk(
+        seq=0,
+        start_line=1,
+        end_line=max(1, end),
+        heading_path="",
+        text=text,
+        embed_text=text,
+        content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        tokens=0,
+    )
 
 
 def _relative(root: Path, path: str) -> str:

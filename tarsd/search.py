@@ -1,37 +1,47 @@
-"""Keyword (FTS5 BM25), vector (sqlite-vec KNN) and hybrid (RRF) search over the index.
+"""Keyword (FTS5 BM25), vector (in-memory cosine) and hybrid search over the index.
 
-Scores are 0..1 in every mode and carry the design's bands:
-- ``hybrid``: Reciprocal Rank Fusion, ``sum 1 / (k + rank)`` over both lists with k = 60,
-  divided by its maximum ``2 / (k + 1)``: first in both lists scores 1.0, first in only one 0.5.
-- ``fts``: the same rank score over the one BM25 list (``(k + 1) / (k + rank)``), as the
-  original plan does: raw BM25 values depend on the size of the vault (with a handful of
-  notes every IDF is near zero), ranks do not. Every fts result shares a word with the query.
-- ``vec``: cosine similarity (negative clamped to 0), which means the same in any vault.
+Each search takes the same candidates whatever the limit (300 passages from each list, one
+best passage per note), measures every signal for each (keyword rank, BM25, how much of the
+query's rare words it holds, in its title too; vector rank and cosine; links from the other
+top hits), ranks them for the mode, and shows a score on the design's bands (relevant >=
+0.75, kinda >= 0.5, maybe >= 0.25, not below):
+- ``fts``: BM25's order; the score scales BM25 relative to the best hit by how much of the
+  query the best keyword match holds, so a query sharing only common words stays low.
+- ``vec``: cosine order; the score maps cosine onto the bands (see COSINE_ANCHORS).
+- ``hybrid``: the fusion described at fuse_tars, its value mapped onto the bands; a note
+  that both lists rank first is at least relevant, and a nonsense query (no keyword match,
+  only distant vectors) stays in not/maybe.
+The fusion and the anchors were chosen by measuring: bench/fusion_study.py prints the table.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .embed import Embedder, EmbedderUnavailable
-from .store import ChunkRow, Store
+from .graph import NoteGraph
+from .store import NO_FILTER, ChunkRow, Filter, Store
+from .tokens import query_phrase, shown_text
 
 Mode = Literal["fts", "vec", "hybrid"]
 MODES = ("fts", "vec", "hybrid")
-RRF_K = 60
 BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
 MAX_QUERY_TERMS = 32
 SNIPPET_TOKENS = 24
 SNIPPET_CHARS = 240
 # A hybrid search answers from keywords rather than wait longer for the query's vector.
 VECTOR_TIMEOUT_SECONDS = 5.0
+# Passages taken from each list before fusing, whatever the limit (see search()).
+CANDIDATE_DEPTH = 300
+# The keyword hits whose coverage says how well keywords answer the query.
+QUERY_COVERAGE_TOP = 10
 
 # Words too common to help a keyword match; dropped unless the query is nothing else.
 STOPWORDS = frozenset(
@@ -64,6 +74,7 @@ class SearchResult:
     memory_type: str
     text: str
     chunk_id: int
+    explain: Candidate | None = None  # the signals behind the score, when asked for
 
 
 @dataclass(slots=True)
@@ -73,21 +84,83 @@ class SearchResponse:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class Candidate:
+    """A note (or a passage, with all_chunks) found by either list, with every signal that
+    decides its place; ``--explain`` shows them."""
+
+    chunk: int  # the passage shown: the one of the list that ranked the note higher
+    path: str
+    keyword_rank: int = 0  # 1-based among notes in the keyword list; 0: not in it
+    bm25: float = 0.0  # of its best keyword passage; higher is better
+    top_bm25: float = 0.0  # the best bm25 of the query
+    coverage: float = 0.0  # share of the query's words (weighted by IDF) in its best keyword passage, title included
+    title_coverage: float = 0.0  # the same, in its title, aliases, tags and file name only
+    query_coverage: float = 0.0  # the best coverage among the top keyword hits: how well keywords answer this query
+    vector_rank: int = 0  # 1-based among notes in the vector list; 0: not in it
+    cosine: float = 0.0  # of its nearest passage (measured even when the vector top-k missed it)
+    linked_from: int = 0  # other top hits that link to it
+    keyword_chunk: int = 0
+    fused: float = 0.0  # the mode's ranking value
+    score: float = 0.0  # what is shown: 0..1 on the bands' scale
+
+
+# ---- how the lists are fused, and what scores mean (chosen by bench/fusion_study.py) ----
+#
+# hybrid = a * coverage * (bm25 / best bm25)^2 + (1 - a) * cosine + title and link boosts,
+# with a = 0.4 + 0.2 * query_coverage: keywords weigh more when the best keyword match holds
+# more of the query's rare words (the answer deep in a long note, an exact name), vectors
+# more when no passage shares the question's words (a paraphrase). Both signals are measured
+# for every candidate, so a note the other list ranked low is not counted as unrelated.
+KEYWORD_WEIGHT = 0.4
+KEYWORD_WEIGHT_PER_COVERAGE = 0.2
+TITLE_BOOST = 0.05  # times the share of the query in the note's title, aliases, tags, file name
+LINK_BOOST = 0.02  # per other top hit linking to the note (Obsidian links as evidence), at most
+LINK_BOOST_CAP = 2
+LINK_TOP = 20  # the top hits whose links count
+# Shown scores: the ranking value mapped onto the bands, anchors measured on the Dendron golden
+# set and SciFact (irrelevant hits fuse to about 0.29, relevant ones to about 0.65).
+FUSED_ANCHORS = ((0.0, 0.0), (0.30, 0.25), (0.45, 0.50), (0.60, 0.75), (1.0, 1.0))
+# all-MiniLM-L6-v2 cosines: a nonsense query's best is about 0.33, relevant passages about 0.6.
+COSINE_ANCHORS = ((0.0, 0.0), (0.45, 0.25), (0.55, 0.50), (0.65, 0.75), (0.85, 1.0))
+RELEVANT = 0.75
+
+
+def fuse_tars(c: Candidate) -> float:
+    """The hybrid ranking value (see above)."""
+    alpha = min(0.95, KEYWORD_WEIGHT + KEYWORD_WEIGHT_PER_COVERAGE * c.query_coverage)
+    relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
+    keyword = relative * relative * c.coverage
+    return alpha * keyword + (1 - alpha) * c.cosine + TITLE_BOOST * c.title_coverage + LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP)
+
+
+def keyword_value(c: Candidate) -> float:
+    """fts mode: BM25's order, scaled by how much of the query the best keyword match holds."""
+    return (c.bm25 / c.top_bm25 if c.top_bm25 else 0.0) * c.query_coverage
+
+
+def calibrate(value: float, anchors: tuple[tuple[float, float], ...]) -> float:
+    """Piecewise-linear and monotone, clamped to 0..1."""
+    if value <= anchors[0][0]:
+        return anchors[0][1]
+    for (x0, y0), (x1, y1) in zip(anchors, anchors[1:], strict=False):
+        if value <= x1:
+            return y0 + (y1 - y0) * (value - x0) / (x1 - x0)
+    return anchors[-1][1]
+
+
 def band(score: float) -> str:
     return next(name for floor, name in BANDS if score >= floor)
 
 
-def fts_query(text: str) -> str:
-    """Turn free text into an FTS5 query that cannot fail to parse.
-
-    Every term is quoted (so AND, NOT, colons, parentheses and * lose their syntax), "quoted
-    phrases" stay phrases, a trailing * on a word keeps prefix search, and terms are OR-ed so
-    a natural-language question finds notes that share only some of its words; BM25 ranks
-    the notes sharing more, and rarer, words first. Empty string: nothing to search.
-    """
+def query_parts(text: str) -> list[str]:
+    """Free text as FTS5 phrases that cannot fail to parse: every word quoted (so AND, NOT,
+    colons, parentheses and * lose their syntax), "quoted phrases" kept, a trailing * on a
+    word kept as a prefix search, stopwords dropped unless nothing else is left, CJK words
+    as the phrase of their characters (see tokens.py)."""
     parts: list[str] = []
     for phrase in _PHRASE.findall(text):
-        words = re.findall(r"\w+", phrase)
+        words = [query_phrase(w) for w in re.findall(r"\w+", phrase)]
         if words:
             parts.append('"' + " ".join(words) + '"')
     rest = _PHRASE.sub(" ", text)
@@ -101,8 +174,14 @@ def fts_query(text: str) -> str:
             terms.append((word, prefix))
     useful = [t for t in terms if t[0].lower() not in STOPWORDS] or terms
     for word, prefix in useful[:MAX_QUERY_TERMS]:
-        parts.append(f'"{word}"*' if prefix else f'"{word}"')
-    return " OR ".join(parts)
+        parts.append(f'"{query_phrase(word)}"*' if prefix else f'"{query_phrase(word)}"')
+    return parts
+
+
+def fts_query(text: str) -> str:
+    """The parts OR-ed: a natural question finds notes that share only some of its words;
+    BM25 ranks those sharing more, and rarer, words first. Empty: nothing to search."""
+    return " OR ".join(query_parts(text))
 
 
 def _query_terms(text: str) -> list[str]:
@@ -110,9 +189,10 @@ def _query_terms(text: str) -> list[str]:
 
 
 class Searcher:
-    def __init__(self, store: Store, embedder: Embedder):
+    def __init__(self, store: Store, embedder: Embedder, graph: NoteGraph | None = None):
         self.store = store
         self.embedder = embedder
+        self.graph = graph
         self._query_vectors: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._query_vectors_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vec-search")
@@ -123,10 +203,10 @@ class Searcher:
         mode: str = "hybrid",
         limit: int = 10,
         min_score: float = 0.0,
-        memory_types: list[str] | None = None,
-        path_prefix: str | None = None,
+        where: Filter = NO_FILTER,
         per_file: bool = True,
         marks: tuple[str, str] = ("**", "**"),
+        explain: bool = False,
     ) -> SearchResponse:
         if mode not in MODES:
             raise SearchError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
@@ -136,35 +216,20 @@ class Searcher:
         query = query.strip()
         if not query or limit <= 0:
             return response
-        # Over-fetch chunks so that collapsing to one per file and fusing still fills the limit.
-        depth = max(limit * 4, 40)
+        # The same candidates whatever the limit, so the first N hits never depend on it.
+        depth = max(CANDIDATE_DEPTH, limit)
+        lists = {"fts": ("fts",), "vec": ("vec",), "hybrid": ("fts", "vec")}[mode]
+        found, vector_error = self.candidates(query, depth, where, per_file, lists)
+        if vector_error is not None:
+            if mode == "vec":
+                raise SearchError(f"vector search is unavailable: {vector_error}")
+            response.mode = "fts"
+            response.warnings.append(f"vector search unavailable, showing keyword results only: {vector_error}")
+        ranked_candidates = self.rank(found, response.mode)
+        ranked = [(c.chunk, c.score) for c in ranked_candidates if c.score >= min_score][:limit]
+        explained = {c.chunk: c for c in ranked_candidates}
         match = fts_query(query)
 
-        # The two searches run side by side: SQLite and onnxruntime release the GIL.
-        vec_future = self._pool.submit(self._vec_search, query, depth, memory_types, path_prefix) if mode != "fts" else None
-        fts_hits = self.store.fts_search(match, depth, memory_types, path_prefix) if match and mode != "vec" else []
-        vec_hits: list[tuple[int, float]] = []
-        if vec_future is not None:
-            try:
-                vec_hits = vec_future.result(timeout=VECTOR_TIMEOUT_SECONDS)
-            except (EmbedderUnavailable, FutureTimeout) as exc:
-                reason = str(exc) if isinstance(exc, EmbedderUnavailable) else self._slow_reason()
-                if mode == "vec":
-                    raise SearchError(f"vector search is unavailable: {reason}") from exc
-                response.mode = "fts"
-                response.warnings.append(f"vector search unavailable, showing keyword results only: {reason}")
-
-        # Results are per note (the best chunk of each) or per chunk.
-        owner = self.store.chunk_files([chunk for chunk, _ in fts_hits + vec_hits]) if per_file else {}
-        key: Callable[[int], int] = (lambda chunk: owner.get(chunk, -chunk)) if per_file else (lambda chunk: chunk)
-        if response.mode == "fts":
-            ranked = fuse([collapse(fts_hits, key)], key)
-        elif response.mode == "vec":
-            ranked = collapse([(chunk, max(0.0, similarity)) for chunk, similarity in vec_hits], key)
-        else:
-            ranked = fuse([collapse(fts_hits, key), collapse(vec_hits, key)], key)
-
-        ranked = [(chunk, score) for chunk, score in ranked if score >= min_score][:limit]
         rows = self.store.chunk_rows([chunk for chunk, _ in ranked])
         snippets = self.store.snippets(match, list(rows), marks[0], marks[1], SNIPPET_TOKENS)
         terms = _query_terms(query)
@@ -172,7 +237,7 @@ class Searcher:
             row = rows.get(chunk)
             if row is None:  # deleted between the two queries
                 continue
-            snippet = " ".join((snippets.get(chunk) or _fallback_snippet(row, terms, marks)).split())
+            snippet = shown_text(" ".join((snippets.get(chunk) or _fallback_snippet(row, terms, marks)).split()))
             response.results.append(
                 SearchResult(
                     path=row.path,
@@ -186,15 +251,134 @@ class Searcher:
                     memory_type=row.memory_type,
                     text=row.text,
                     chunk_id=row.id,
+                    explain=explained[chunk] if explain else None,
                 )
             )
         return response
 
+    def rank(self, found: list[Candidate], mode: str) -> list[Candidate]:
+        """Order candidates for ``mode`` and give each its shown score."""
+        if mode == "fts":
+            ordered = sorted((c for c in found if c.keyword_rank), key=lambda c: c.keyword_rank)
+            for c in ordered:
+                c.fused = keyword_value(c)
+                c.score = calibrate(c.fused, FUSED_ANCHORS)
+            return ordered
+        if mode == "vec":
+            ordered = sorted((c for c in found if c.vector_rank), key=lambda c: c.vector_rank)
+            for c in ordered:
+                c.fused = c.cosine
+                c.score = calibrate(c.cosine, COSINE_ANCHORS)
+            return ordered
+        for c in found:
+            c.fused = fuse_tars(c)
+        if self.graph is not None:
+            self._count_links(sorted(found, key=lambda c: (-c.fused, c.path))[:LINK_TOP])
+            for c in found:
+                c.fused = fuse_tars(c)
+        # The note both searches put first leads, and is relevant by any measure: two independent
+        # judgements agree (bench/fusion_study.py: better MRR, nothing lost).
+        ordered = sorted(found, key=lambda c: (not (c.keyword_rank == 1 and c.vector_rank == 1), -c.fused, c.path))
+        for c in ordered:
+            c.score = calibrate(c.fused, FUSED_ANCHORS)
+            if c.keyword_rank == 1 and c.vector_rank == 1:
+                c.score = max(c.score, RELEVANT)
+        for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
+            above.score = max(above.score, below.score)  # shown scores never rise down the list
+        return ordered
+
+    def _count_links(self, top: list[Candidate]) -> None:
+        """How many of the other top hits link to each: notes the best results point to."""
+        pairs = self.graph.linked_pairs([c.path for c in top])
+        for c in top:
+            c.linked_from = sum(1 for _, target in pairs if target == c.path)
+
+    def candidates(
+        self, query: str, depth: int, where: Filter = NO_FILTER, per_file: bool = True, lists: tuple[str, ...] = ("fts", "vec")
+    ) -> tuple[list[Candidate], str | None]:
+        """Up to ``depth`` passages from each list, one per note (or every passage), with their
+        signals; and why there is no vector list, when there is none."""
+        parts = query_parts(query)
+        # The two searches run side by side: SQLite and onnxruntime release the GIL.
+        vec_future = self._pool.submit(self._vec_search, query, depth, where) if "vec" in lists else None
+        fts_hits = self.store.fts_search(" OR ".join(parts), depth, where) if parts and "fts" in lists else []
+        vec_hits: list[tuple[int, float]] = []
+        query_vector: bytes | None = None
+        vector_error = None
+        if vec_future is not None:
+            try:
+                query_vector, vec_hits = vec_future.result(timeout=VECTOR_TIMEOUT_SECONDS)
+            except (EmbedderUnavailable, FutureTimeout) as exc:
+                vector_error = str(exc) if isinstance(exc, EmbedderUnavailable) else self._slow_reason()
+
+        owners = self.store.chunk_notes([chunk for chunk, _ in fts_hits + vec_hits])
+        found: dict[int, Candidate] = {}
+
+        def candidate(chunk: int) -> Candidate | None:
+            owner = owners.get(chunk)
+            if owner is None:
+                return None  # deleted between the queries
+            key = owner[0] if per_file else -chunk
+            if key not in found:
+                found[key] = Candidate(chunk=chunk, path=owner[1])
+            return found[key]
+
+        keyword_rank = 0
+        for chunk, bm25 in fts_hits:
+            c = candidate(chunk)
+            if c is not None and not c.keyword_rank:
+                keyword_rank += 1
+                c.keyword_rank, c.bm25, c.chunk, c.keyword_chunk = keyword_rank, -bm25, chunk, chunk
+        top_bm25 = max((c.bm25 for c in found.values()), default=0.0)
+        vector_rank = 0
+        for chunk, cosine in vec_hits:
+            c = candidate(chunk)
+            if c is None or c.vector_rank:
+                continue
+            vector_rank += 1
+            c.vector_rank, c.cosine = vector_rank, max(0.0, cosine)
+            if not c.keyword_rank or vector_rank < c.keyword_rank:
+                c.chunk = chunk
+        for c in found.values():
+            c.top_bm25 = top_bm25
+        if query_vector is not None:
+            # A keyword hit the vector top-k missed is not unrelated: measure how near it is.
+            missing = [c for c in found.values() if not c.vector_rank]
+            exact = self.store.similarities(query_vector, [c.keyword_chunk for c in missing])
+            for c in missing:
+                c.cosine = max(0.0, exact.get(c.keyword_chunk, 0.0))
+        if parts and "fts" in lists:
+            self._measure_coverage(parts, list(found.values()))
+            best = max((c.coverage for c in found.values() if 0 < c.keyword_rank <= QUERY_COVERAGE_TOP), default=0.0)
+            for c in found.values():
+                c.query_coverage = best
+        return list(found.values()), vector_error
+
+    def _measure_coverage(self, parts: list[str], found: list[Candidate]) -> None:
+        """How much of the query each candidate's keyword passage holds, weighting each word by
+        its IDF: "all the rare words of the question" is 1.0 however long or short the vault."""
+        total, frequencies = self.store.passage_frequencies(sorted({t for p in parts for t in self.store.keyword_tokens(p)}))
+        weights = []
+        for part in parts:
+            tokens = self.store.keyword_tokens(part)
+            frequency = min((frequencies.get(t, 0) for t in tokens), default=0)
+            weights.append(math.log(1 + (total - frequency + 0.5) / (frequency + 0.5)))
+        whole = sum(weights) or 1.0
+        passages = [c.keyword_chunk or c.chunk for c in found]
+        for part, weight in zip(parts, weights, strict=True):
+            body = self.store.matching(part, passages)
+            title = self.store.matching(f"title : {part}", passages)
+            for c in found:
+                passage = c.keyword_chunk or c.chunk
+                c.coverage += weight / whole if passage in body else 0.0
+                c.title_coverage += weight / whole if passage in title else 0.0
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _vec_search(self, query: str, depth: int, memory_types: list[str] | None, path_prefix: str | None) -> list[tuple[int, float]]:
-        return self.store.vec_search(self._query_vector(query), depth, memory_types, path_prefix)
+    def _vec_search(self, query: str, depth: int, where: Filter) -> tuple[bytes, list[tuple[int, float]]]:
+        vector = self._query_vector(query)
+        return vector, self.store.vec_search(vector, depth, where)
 
     def _slow_reason(self) -> str:
         model = f"{self.embedder.kind} {self.embedder.config.model}"
@@ -213,32 +397,6 @@ class Searcher:
                 if len(self._query_vectors) > 256:
                     self._query_vectors.popitem(last=False)
         return vector
-
-
-def collapse(hits: list[tuple[int, float]], key: Callable[[int], int]) -> list[tuple[int, float]]:
-    """Keep hits in order, only the first for each key (a note, or the chunk itself)."""
-    seen: set[int] = set()
-    kept = []
-    for chunk, score in hits:
-        if key(chunk) not in seen:
-            seen.add(key(chunk))
-            kept.append((chunk, score))
-    return kept
-
-
-def fuse(lists: list[list[tuple[int, float]]], key: Callable[[int], int] = lambda chunk: chunk) -> list[tuple[int, float]]:
-    """Reciprocal Rank Fusion by key, normalised so first in every list scores 1.0. The
-    chunk shown for a key is the one from the list that ranked it highest."""
-    scores: dict[int, float] = {}
-    best: dict[int, tuple[int, int]] = {}  # key -> (rank, chunk)
-    for hits in lists:
-        for rank, (chunk, _) in enumerate(hits, 1):
-            k = key(chunk)
-            scores[k] = scores.get(k, 0.0) + 1.0 / (RRF_K + rank)
-            if k not in best or rank < best[k][0]:
-                best[k] = (rank, chunk)
-    ceiling = len(lists) / (RRF_K + 1)
-    return [(best[k][1], score / ceiling) for k, score in sorted(scores.items(), key=lambda item: -item[1])]
 
 
 def _fallback_snippet(row: ChunkRow, terms: list[str], marks: tuple[str, str]) -> str:

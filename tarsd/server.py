@@ -36,16 +36,23 @@ from tarsctl.protocol import (
     ConversationEnded,
     EndConversation,
     Error,
+    Explain,
     Feedback,
     FeedbackSaved,
     Hello,
     Hit,
     Index,
     IndexDone,
+    LinkHit,
+    Links,
+    LinksReply,
     Message,
     Ping,
     Pong,
     Progress,
+    Related,
+    RelatedNote,
+    RelatedReply,
     Remember,
     Remembered,
     Review,
@@ -65,8 +72,10 @@ from tarsctl.protocol import (
 
 from . import __version__
 from .chat.providers import ProviderError
-from .search import MODES, SearchError
+from .search import LINK_BOOST, LINK_BOOST_CAP, MODES, TITLE_BOOST, Candidate, SearchError
+from .store import Filter
 from .sync_queue import SyncFailed
+from .tags import normalise as normalise_tag
 from .vault import MEMORY_TYPES
 
 if TYPE_CHECKING:
@@ -74,7 +83,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES = ["search", "index", "status", "progress", "stop", "chat", "cancel", "remember", "feedback", "review"]
+CAPABILITIES = ["search", "index", "status", "progress", "stop", "chat", "cancel", "remember", "feedback", "review", "links", "related"]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
 VECTOR_PROGRESS_SECONDS = 0.5
@@ -86,6 +95,21 @@ REFUSAL_READ_SECONDS = 1.0
 # File descriptors kept for SQLite, the watcher, the model and logs, whatever clients do.
 FD_RESERVE = 160
 ACCEPT_ERROR_LOG_SECONDS = 60.0
+
+
+def explain(c: Candidate) -> Explain:
+    return Explain(
+        keyword_rank=c.keyword_rank,
+        bm25=round(c.bm25, 4),
+        coverage=round(c.coverage, 4),
+        title_coverage=round(c.title_coverage, 4),
+        vector_rank=c.vector_rank,
+        cosine=round(c.cosine, 4),
+        title_boost=round(TITLE_BOOST * c.title_coverage, 4),
+        link_boost=round(LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP), 4),
+        linked_from=c.linked_from,
+        fused=round(c.fused, 4),
+    )
 
 
 def raise_fd_limit() -> int:
@@ -242,6 +266,8 @@ class Server:
             Feedback: self._feedback,
             Review: self._review,
             ApplyReview: self._apply_review,
+            Links: self._links,
+            Related: self._related,
         }
 
     async def start(self, path: Path) -> None:
@@ -445,6 +471,13 @@ class Server:
             return Error(id=request.id, code="bad_request", message=f"limit must be 1..1000, not {request.limit}")
         started = time.perf_counter()
         settled = await self._settle()
+        where = Filter(
+            memory_types=tuple(request.types),
+            path_prefix=request.path,
+            tags=tuple(tag for tag in map(normalise_tag, request.tags) if tag),
+            since_ns=None if request.since is None else int(request.since * 1e9),
+            before_ns=None if request.before is None else int(request.before * 1e9),
+        )
         try:
             response = await asyncio.to_thread(
                 self.daemon.engine.searcher.search,
@@ -452,9 +485,9 @@ class Server:
                 mode=request.mode,
                 limit=request.limit,
                 min_score=request.min_score,
-                memory_types=request.types or None,
-                path_prefix=request.path or None,
+                where=where,
                 per_file=not request.all_chunks,
+                explain=request.explain,
             )
         except SearchError as exc:
             return Error(
@@ -475,6 +508,7 @@ class Server:
                 band=r.band,
                 memory_type=r.memory_type,
                 text=r.text[:MAX_HIT_TEXT],  # chunks are bounded; this also bounds any older, larger row
+                explain=None if r.explain is None else explain(r.explain),
             )
             for r in response.results
         ]
@@ -495,6 +529,36 @@ class Server:
         deadline = time.monotonic() + budget
         await self.daemon.watcher.caught_up(budget)
         return await self.daemon.queue.settle(max(0.0, deadline - time.monotonic()))
+
+    async def _links(self, request: Links, _connection: _Connection) -> AsyncIterator[Message]:
+        graph = self.daemon.engine.graph
+        if request.direction not in ("out", "in", "unresolved"):
+            raise FrameError("bad_request", f"unknown direction {request.direction!r}", "use out, in or unresolved")
+        note = ""
+        if request.direction == "unresolved":
+            rows = await asyncio.to_thread(graph.unresolved)
+        else:
+            note = await asyncio.to_thread(self._find_note, request.note)
+            rows = await asyncio.to_thread(graph.links_from if request.direction == "out" else graph.links_to, note)
+        hits = [LinkHit(r.source, r.line, r.kind, r.target, r.heading, r.label, r.resolved or "") for r in rows]
+        yield LinksReply(id=request.id, note=note, direction=request.direction, links=hits)
+
+    async def _related(self, request: Related, _connection: _Connection) -> AsyncIterator[Message]:
+        note = await asyncio.to_thread(self._find_note, request.note)
+        neighbours = await asyncio.to_thread(self.daemon.engine.graph.related, note, request.limit)
+        yield RelatedReply(id=request.id, note=note, notes=[RelatedNote(n.path, n.title, n.similarity, n.linked) for n in neighbours])
+
+    def _find_note(self, name: str) -> str:
+        """A note given by path (absolute or in the vault), file name or alias; FrameError if none."""
+        if not name.strip():
+            raise FrameError("bad_request", "no note given", "give a note's path, file name or alias")
+        candidate = Path(name)
+        if candidate.is_absolute() or name.endswith(".md"):
+            name = self.daemon.vault_relative(name)
+        found = self.daemon.engine.graph.find_note(name)
+        if found is None:
+            raise FrameError("not_found", f"no note in the index is called {name!r}", "give a note's path, file name or alias")
+        return found
 
     async def _index(self, request: Index, _connection: _Connection) -> AsyncIterator[Message]:
         paths = None

@@ -15,16 +15,20 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
+import numpy as np
 
 from .chunker import Chunk
+from .links import Link
+from .tokens import index_text
+from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -92,7 +96,42 @@ CREATE TABLE messages (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+# Version 3: links, tags and aliases for note-aware search, and a keyword table that folds
+# every accent. The keyword rows are rewritten by re-chunking every note at the next sync
+# (vectors come back from the embedding cache).
+_SCHEMA_V3 = """
+CREATE TABLE links (
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    line INTEGER NOT NULL,
+    kind TEXT NOT NULL,                 -- wiki | embed | markdown
+    target TEXT NOT NULL,               -- as written (markdown links: the vault path they name)
+    target_key TEXT NOT NULL,           -- links.link_key(target): what backlinks look up
+    label_key TEXT NOT NULL DEFAULT '', -- the label as a target (Dendron writes [[label|note]])
+    heading TEXT NOT NULL DEFAULT '',
+    label TEXT NOT NULL DEFAULT '',
+    exact INTEGER NOT NULL DEFAULT 0    -- 1: a path, not a name to look up
+);
+CREATE INDEX links_file ON links(file_id);
+CREATE INDEX links_key ON links(target_key);
+CREATE INDEX links_label_key ON links(label_key) WHERE label_key != '';
+CREATE TABLE note_tags (
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,                  -- lower case, without '#'; nested tags keep their '/'
+    PRIMARY KEY (file_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX note_tags_tag ON note_tags(tag);
+CREATE TABLE note_aliases (
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    alias TEXT NOT NULL,
+    PRIMARY KEY (file_id, alias)
+) WITHOUT ROWID;
+DROP TABLE chunks_fts;
+CREATE VIRTUAL TABLE chunks_fts USING fts5(title, headings, body, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');  -- term -> passages holding it, for IDF
+UPDATE files SET chunker = '' WHERE skipped = 0;
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 CONNECTION_PRAGMAS = (
     "PRAGMA journal_mode = WAL",
@@ -178,13 +217,16 @@ class Batch:
         with self.store.lock:
             conn = self.store.conn
             if not conn.in_transaction:
+                self.store.rolled_back()
                 return  # SQLite rolled it back itself (disk full, I/O error): nothing to commit
             try:
                 conn.execute("COMMIT")
             except apsw.Error:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self.store.rolled_back()
                 raise
+            self.store.committed()
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +252,30 @@ class FileMeta:
     aliases: list[str]
     conflict: bool
     problem: str | None = None
+    links: list[Link] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Which notes a search may return; applied inside the keyword and vector queries, before
+    their top-k cut, so a filter never empties a page that matching notes could fill."""
+
+    memory_types: tuple[str, ...] = ()
+    path_prefix: str = ""
+    tags: tuple[str, ...] = ()  # lower case, no '#'; all must be present (nested ones count)
+    since_ns: int | None = None  # modified at or after (ns since the epoch)
+    before_ns: int | None = None  # modified before
+
+    def __bool__(self) -> bool:
+        return bool(self.memory_types or self.path_prefix or self.tags) or self.since_ns is not None or self.before_ns is not None
+
+
+NO_FILTER = Filter()
+# The keyword table's tokenizer (porter over unicode61), as in the schema.
+FTS_TOKENIZER_ARGS = ("unicode61", "remove_diacritics", "2")
+# bm25() weights of the keyword columns: a title (with aliases, tags and file name) match
+# counts four times a body match, a heading match twice.
+BM25_WEIGHTS = "4.0, 2.0, 1.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +332,12 @@ class Store:
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
+        # The vectors in memory (see vectors.py), and the changes writes made to them that wait
+        # for the outermost transaction to commit.
+        self.vectors = VectorIndex()
+        self._vectors_loading = threading.Lock()
+        self._ops: list[list[tuple[str, object]]] = []
+        self._pending: list[tuple[str, object]] = []
 
     def _connect(self, read_only: bool = False) -> apsw.Connection:
         try:
@@ -326,8 +398,51 @@ class Store:
         return rows[0][0] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write, atomic (a savepoint inside a batch). Its changes to vectors reach the
+        in-memory index only once the outermost transaction has committed."""
+        with self.lock:
+            ops: list[tuple[str, object]] = []
+            self._ops.append(ops)
+            try:
+                with self.conn:
+                    yield
+            finally:
+                self._ops.pop()
+            (self._ops[-1] if self._ops else self._pending).extend(ops)  # reached only when the write succeeded
+            if not self._ops and not self.conn.in_transaction:
+                self.committed()
+
+    def _vector_change(self, kind: str, payload: object) -> None:
+        self._ops[-1].append((kind, payload))
+
+    def committed(self) -> None:
+        """The outermost transaction committed: show its vector changes."""
+        pending, self._pending = self._pending, []
+        self.vectors.apply(pending)
+
+    def rolled_back(self) -> None:
+        self._pending = []
+
+    def vector_index(self) -> VectorIndex:
+        """The in-memory vectors, loaded from the index on first use."""
+        if not self.vectors.loaded:
+            with self._vectors_loading:
+                if not self.vectors.loaded:
+                    self.vectors.load_with(self._read_vectors)
+        return self.vectors
+
+    def _read_vectors(self) -> tuple[list[tuple[int, bytes]], int]:
+        reader = self.reader()
+        if not reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
+            return [], 0
+        rows = reader.execute("SELECT rowid, embedding FROM chunk_vectors").fetchall()
+        dims = len(rows[0][1]) // 4 if rows else int(self.get_meta("vector_dims") or 0)
+        return rows, dims
 
     def has_vector_table(self) -> bool:
         if self._has_vectors is None:  # asked on every file written: remember the answer
@@ -338,7 +453,7 @@ class Store:
     def use_vector_space(self, fingerprint: str, dims: int) -> bool:
         """Make chunk_vectors hold vectors of this embedder. A different embedder means a new,
         empty table and every chunk pending again: vector spaces never mix. Returns True if reset."""
-        with self.lock, self.conn:
+        with self._writing():
             if self.get_meta("vector_fingerprint") == _space(fingerprint) and self.has_vector_table():
                 return False
             self.conn.execute("DROP TABLE IF EXISTS chunk_vectors")
@@ -347,6 +462,8 @@ class Store:
             self._has_vectors = True
             self.conn.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             self.set_meta("vector_fingerprint", _space(fingerprint))
+            self.set_meta("vector_dims", str(int(dims)))
+            self._vector_change("reset", int(dims))
             return True
 
     @contextmanager
@@ -395,7 +512,7 @@ class Store:
 
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         """Same content, new stat (a touch, or a copy preserving bytes): no re-chunking."""
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute(
                 "UPDATE files SET mtime_ns = ?, size = ? WHERE collection_id = ? AND path = ?", (mtime_ns, size, self.collection_id, path)
             )
@@ -408,14 +525,33 @@ class Store:
         self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
         if self.has_vector_table():
             self.conn.execute(f"DELETE FROM chunk_vectors WHERE rowid IN ({marks})", ids)
+            self._vector_change("drop", ids)
         self.conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+
+    def _delete_note_graph(self, file_id: int) -> None:
+        for table in ("links", "note_tags", "note_aliases"):
+            self.conn.execute(f"DELETE FROM {table} WHERE file_id = ?", (file_id,))
+
+    def _insert_note_graph(self, file_id: int, meta: FileMeta) -> None:
+        """A note's links, tags and aliases: what link resolution, backlinks and tag filters use."""
+        self.conn.executemany(
+            """INSERT INTO links(file_id, line, kind, target, target_key, label_key, heading, label, exact)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [(file_id, k.line, k.kind, k.target, k.key, k.label_key, k.heading, k.label, int(k.exact)) for k in meta.links],
+        )
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO note_tags(file_id, tag) VALUES (?, ?)", [(file_id, tag.lower()) for tag in meta.tags if tag]
+        )
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO note_aliases(file_id, alias) VALUES (?, ?)", [(file_id, a) for a in meta.aliases if a.strip()]
+        )
 
     def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes], replacing: bool = True) -> int:
         """Write a file's new chunks in one transaction. Chunks whose vectors are in
         ``cached`` (by content hash) get them at once; the rest are left pending.
         ``replacing=False`` says the file had no rows yet. Returns the number left pending."""
         indexed_at = time.time()
-        with self.lock, self.conn:
+        with self._writing():
             has_vectors = self.has_vector_table()
             file_id = self.conn.execute(
                 """INSERT INTO files(collection_id, path, title, memory_type, content_hash, mtime_ns, size, indexed_at,
@@ -446,7 +582,9 @@ class Store:
             ).fetchall()[0][0]
             if replacing:
                 self._delete_chunks(file_id)
-            title_terms = " ".join([meta.title, *meta.aliases, *meta.tags, meta.path.rsplit("/", 1)[-1].removesuffix(".md")])
+                self._delete_note_graph(file_id)
+            self._insert_note_graph(file_id, meta)
+            title_terms = index_text(" ".join([meta.title, *meta.aliases, *meta.tags, meta.path.rsplit("/", 1)[-1].removesuffix(".md")]))
             first_id = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchall()[0][0]
             vectors = [cached.get(chunk.content_hash) if has_vectors else None for chunk in chunks]
             self.conn.executemany(
@@ -470,19 +608,21 @@ class Store:
             )
             self.conn.executemany(
                 "INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (?, ?, ?, ?)",
-                [(first_id + i, title_terms, c.heading_path, c.text) for i, c in enumerate(chunks)],
+                [(first_id + i, title_terms, index_text(c.heading_path), index_text(c.text)) for i, c in enumerate(chunks)],
             )
             found = [(first_id + i, vector) for i, vector in enumerate(vectors) if vector is not None]
             if found:
                 self.conn.executemany("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", found)
+                self._vector_change("put", found)
         return len(chunks) - len(found)
 
     def record_skipped(self, path: str, mtime_ns: int, size: int, content_hash: str | None, problem: str, memory_type: str) -> None:
         """A file that could not be indexed: no chunks, but a row saying why."""
-        with self.lock, self.conn:
+        with self._writing():
             state = self.file_state(path)
             if state is not None:
                 self._delete_chunks(state.id)
+                self._delete_note_graph(state.id)
             self.conn.execute(
                 """INSERT INTO files(collection_id, path, memory_type, content_hash, mtime_ns, size, indexed_at, skipped, problem)
                    VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
@@ -493,7 +633,7 @@ class Store:
             )
 
     def delete_file(self, path: str) -> bool:
-        with self.lock, self.conn:
+        with self._writing():
             state = self.file_state(path)
             if state is None:
                 return False
@@ -549,7 +689,7 @@ class Store:
 
     def prune_cache(self) -> int:
         """Forget cached vectors no chunk uses any more (old edits of notes)."""
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute("DELETE FROM embedding_cache WHERE content_hash NOT IN (SELECT content_hash FROM chunks)")
             return self.conn.changes()
 
@@ -557,7 +697,7 @@ class Store:
         """Cache vectors by content hash and attach them to every pending chunk with that hash.
         A chunk deleted or re-chunked meanwhile simply has no pending row any more."""
         attached = 0
-        with self.lock, self.conn:
+        with self._writing():
             if self.get_meta("vector_fingerprint") != _space(fingerprint):
                 return 0  # the embedder changed while this batch was embedding
             for content_hash, vector in vectors.items():
@@ -569,12 +709,13 @@ class Store:
                 for chunk_id in ids:
                     self.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
                     self.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+                self._vector_change("put", [(chunk_id, vector) for chunk_id in ids])
                 attached += len(ids)
         return attached
 
     def attach_cached(self, fingerprint: str) -> int:
         """Attach cached vectors to pending chunks (after an embedder switch back, say)."""
-        with self.lock, self.conn:
+        with self._writing():
             rows = self.conn.execute(
                 """SELECT c.id, e.vector FROM chunks c
                    JOIN embedding_cache e ON e.fingerprint = ? AND e.content_hash = c.content_hash
@@ -584,47 +725,55 @@ class Store:
             for chunk_id, vector in rows:
                 self.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
                 self.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+            self._vector_change("put", rows)
         return len(rows)
 
     # ---- search ----
 
-    def _filter_sql(self, memory_types: list[str] | None, path_prefix: str | None) -> tuple[str, list[object]]:
+    def _filter_sql(self, where: Filter) -> tuple[str, list[object]]:
         clauses, params = ["f.collection_id = ?"], [self.collection_id]
-        if memory_types:
-            clauses.append(f"f.memory_type IN ({','.join('?' * len(memory_types))})")
-            params.extend(memory_types)
-        if path_prefix:
+        if where.memory_types:
+            clauses.append(f"f.memory_type IN ({','.join('?' * len(where.memory_types))})")
+            params.extend(where.memory_types)
+        if where.path_prefix:
             # Compare a prefix exactly: LIKE would treat % and _ in paths as wildcards.
             clauses.append("substr(f.path, 1, ?) = ?")
-            params.extend([len(path_prefix), path_prefix])
+            params.extend([len(where.path_prefix), where.path_prefix])
+        for tag in where.tags:  # every tag asked for; a tag also matches the tags nested under it
+            clauses.append("f.id IN (SELECT file_id FROM note_tags WHERE tag = ? OR substr(tag, 1, ?) = ?)")
+            params.extend([tag, len(tag) + 1, tag + "/"])
+        if where.since_ns is not None:
+            clauses.append("f.mtime_ns >= ?")
+            params.append(where.since_ns)
+        if where.before_ns is not None:
+            clauses.append("f.mtime_ns < ?")
+            params.append(where.before_ns)
         return " AND ".join(clauses), params
 
-    def fts_search(self, match: str, limit: int, memory_types: list[str] | None, path_prefix: str | None) -> list[tuple[int, float]]:
+    def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:
         """(chunk id, bm25) best first. bm25 is negative; more negative is better."""
-        if not memory_types and not path_prefix:
+        if not where:
             # One collection per database: without filters the joins only cost time (2x).
-            sql = "SELECT rowid, bm25(chunks_fts, 4.0, 2.0, 1.0) AS score FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?"
+            sql = f"SELECT rowid, bm25(chunks_fts, {BM25_WEIGHTS}) AS score FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?"
             return [(r[0], r[1]) for r in self.reader().execute(sql, (match, limit))]
-        where, params = self._filter_sql(memory_types, path_prefix)
-        sql = f"""SELECT chunks_fts.rowid, bm25(chunks_fts, 4.0, 2.0, 1.0) AS score
+        clauses, params = self._filter_sql(where)
+        sql = f"""SELECT chunks_fts.rowid, bm25(chunks_fts, {BM25_WEIGHTS}) AS score
                   FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id
-                  WHERE chunks_fts MATCH ? AND {where} ORDER BY score LIMIT ?"""
+                  WHERE chunks_fts MATCH ? AND {clauses} ORDER BY score LIMIT ?"""
         return [(r[0], r[1]) for r in self.reader().execute(sql, (match, *params, limit))]
 
-    def vec_search(self, vector: bytes, limit: int, memory_types: list[str] | None, path_prefix: str | None) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) nearest first."""
-        conn = self.reader()
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
-            return []
-        if memory_types or path_prefix:
-            where, params = self._filter_sql(memory_types, path_prefix)
-            sql = f"""SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?
-                      AND rowid IN (SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where})"""
-            rows = conn.execute(sql, (vector, limit, *params))
-        else:
-            rows = conn.execute("SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?", (vector, limit))
-        # For unit vectors, |a - b|^2 = 2 - 2 cos(a, b).
-        return [(r[0], 1.0 - r[1] * r[1] / 2.0) for r in rows]
+    def vec_search(self, vector: bytes, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) nearest first; filters apply before the top-k cut."""
+        allowed = None
+        if where:
+            clauses, params = self._filter_sql(where)
+            sql = f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.embedded = 1 AND {clauses}"
+            allowed = {row[0] for row in self.reader().execute(sql, params)}
+        return self.vector_index().search(np.frombuffer(vector, dtype=np.float32), limit, allowed)
+
+    def similarities(self, vector: bytes, ids: list[int]) -> dict[int, float]:
+        """The exact cosine of each passage in ``ids`` that has a vector."""
+        return self.vector_index().similarities(np.frombuffer(vector, dtype=np.float32), ids)
 
     def chunk_rows(self, ids: list[int]) -> dict[int, ChunkRow]:
         if not ids:
@@ -641,12 +790,39 @@ class Store:
         )
         return {r[0]: ChunkRow(*r) for r in rows}
 
-    def chunk_files(self, ids: list[int]) -> dict[int, int]:
-        """chunk id -> file id, for collapsing results to one per file."""
+    def chunk_notes(self, ids: list[int]) -> dict[int, tuple[int, str]]:
+        """chunk id -> (file id, path), for collapsing results to one per note."""
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        return dict(self.reader().execute(f"SELECT id, file_id FROM chunks WHERE id IN ({marks})", ids).fetchall())
+        rows = self.reader().execute(
+            f"SELECT c.id, c.file_id, f.path FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})", ids
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def keyword_tokens(self, text: str) -> list[str]:
+        """``text`` cut into keyword tokens exactly as the index cuts it (stemmed, folded)."""
+        tokenizer = getattr(self._local, "tokenizer", None)
+        if tokenizer is None:
+            tokenizer = self._local.tokenizer = self.reader().fts5_tokenizer("porter", list(FTS_TOKENIZER_ARGS))
+        return tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False)
+
+    def passage_frequencies(self, tokens: list[str]) -> tuple[int, dict[str, int]]:
+        """(passages in the index, passages holding each token): what IDF is made of."""
+        reader = self.reader()
+        total = reader.execute("SELECT count(*) FROM chunks").fetchall()[0][0]
+        if not tokens:
+            return total, {}
+        marks = ",".join("?" * len(tokens))
+        return total, dict(reader.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", tokens).fetchall())
+
+    def matching(self, match: str, ids: list[int]) -> set[int]:
+        """The chunks among ``ids`` that a keyword query matches."""
+        if not ids or not match:
+            return set()
+        marks = ",".join("?" * len(ids))
+        sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})"
+        return {row[0] for row in self.reader().execute(sql, (match, *ids))}
 
     def snippets(self, match: str, ids: list[int], open_mark: str, close_mark: str, tokens: int) -> dict[int, str]:
         """FTS5 snippets (matched terms marked, stemming-aware) for chunks that match."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import write
-from tarsd.search import RRF_K, Searcher, band, fts_query, fuse
-from tarsd.store import Store
+from tarsd.search import Searcher, band, fts_query
+from tarsd.store import Filter, Store
 
 NOTES = {
     "Memory.md": "# Core\n\n- Name: Sam\n- Dog: Perry, a beagle who loves the beach\n",
@@ -121,17 +121,21 @@ def test_stemming(indexed):
 def test_filters(indexed):
     search = indexed.searcher.search
     for mode in ("fts", "vec", "hybrid"):
-        assert {r.memory_type for r in search("dog beach rules trip", mode=mode, memory_types=["semantic", "procedural"]).results} <= {
+        assert {
+            r.memory_type for r in search("dog beach rules trip", mode=mode, where=Filter(memory_types=("semantic", "procedural"))).results
+        } <= {
             "semantic",
             "procedural",
         }
-        assert {r.path for r in search("daemon kitchen", mode=mode, path_prefix="projects/").results} <= {
+        assert {r.path for r in search("daemon kitchen", mode=mode, where=Filter(path_prefix="projects/")).results} <= {
             "projects/tars.md",
             "projects/100%_done.md",
         }
     # A prefix is literal: % and _ are not wildcards.
-    assert [r.path for r in search("kitchen renovation", mode="fts", path_prefix="projects/100%_").results] == ["projects/100%_done.md"]
-    assert search("kitchen renovation", mode="fts", path_prefix="projects/1000").results == []
+    assert [r.path for r in search("kitchen renovation", mode="fts", where=Filter(path_prefix="projects/100%_")).results] == [
+        "projects/100%_done.md"
+    ]
+    assert search("kitchen renovation", mode="fts", where=Filter(path_prefix="projects/1000")).results == []
 
 
 def test_one_result_per_file_or_all_chunks(indexed):
@@ -146,19 +150,6 @@ def test_limit_and_min_score(indexed):
     everything = indexed.searcher.search("dog", mode="hybrid", limit=10).results
     strict = indexed.searcher.search("dog", mode="hybrid", limit=10, min_score=0.6).results
     assert strict and all(r.score >= 0.6 for r in strict) and len(strict) < len(everything)
-
-
-def test_rrf_scores():
-    """First in both lists scores 1.0; first in only one 0.5; ranks add 1/(k+rank)."""
-    assert fuse([[(1, 0.0), (2, 0.0)], [(1, 0.0), (3, 0.0)]]) == [
-        (1, 1.0),
-        (2, pytest.approx((1 / (RRF_K + 2)) / (2 / (RRF_K + 1)))),
-        (3, pytest.approx((1 / (RRF_K + 2)) / (2 / (RRF_K + 1)))),
-    ]
-    assert fuse([[(7, 0.0)], []]) == [(7, 0.5)]
-    # Agreement beats a single first place.
-    fused = dict(fuse([[(1, 0.0), (2, 0.0)], [(2, 0.0), (3, 0.0)]]))
-    assert fused[2] > fused[1] > fused[3] or fused[2] > fused[1] == fused[3]
 
 
 def test_hybrid_beats_a_single_list_that_disagrees(indexed):

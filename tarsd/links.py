@@ -1,0 +1,176 @@
+"""Links between notes: parsing them out of markdown, and resolving them the way Obsidian does.
+
+Parsed: wikilinks ``[[note]]``, ``[[note|shown text]]``, ``[[note#heading]]``,
+``[[note#^block]]``, embeds ``![[note]]``, and markdown links to notes ``[text](path/note.md)``
+(relative to the linking note, percent-decoded, ``<...>`` allowed). Links inside code fences
+and inline code are not links. External URLs are not links to notes.
+
+Resolution happens when asked (not when indexed), so a link made before its target exists,
+or to a note renamed since, resolves as soon as the vault allows:
+1. a markdown link names a path relative to its note (kept as the vault path): that note, or nothing;
+2. a wikilink with a folder is matched as a path suffix (``[[b/note]]`` finds ``a/b/note.md``);
+3. a name is tried as a path next to the linking note, then from the vault root;
+4. a bare name is matched against file names, case-insensitively; when several notes share
+   it, the one nearest the linking note wins (the longest common folder), then the
+   shortest path, as Obsidian's "shortest path" links do;
+5. then against aliases from front matter.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+# [text](target "title"): target without spaces, or <target with spaces>
+_MARKDOWN_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+\"[^\"\n]*\")?\s*\)")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_DENDRON_VAULT = re.compile(r"^dendron://[^/]*/")
+# Files a wikilink may name that are not notes (dots alone say nothing: Dendron names are dotted).
+_ATTACHMENT = re.compile(
+    r"\.(png|jpe?g|gif|svg|webp|bmp|avif|heic|pdf|mp3|wav|m4a|ogg|flac|webm|mp4|mov|mkv|canvas|excalidraw|base|csv|zip)$", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    line: int  # 1-based line in the note
+    kind: str  # wiki | embed | markdown
+    target: str  # the note part as written, without #heading or |text; markdown links: the vault path it names
+    heading: str = ""  # heading, or ^block id, linked to inside the target
+    label: str = ""  # the text shown for the link, if any
+    exact: bool = False  # a markdown link names one path exactly; wikilinks are looked up by name
+
+    @property
+    def key(self) -> str:
+        return link_key(self.target)
+
+    @property
+    def label_key(self) -> str:
+        """The label as a target too ([[shown|note]] in Dendron's order); "" for markdown links."""
+        return link_key(self.label.partition("#")[0]) if self.label and self.kind != "markdown" else ""
+
+
+def link_key(target: str) -> str:
+    """How a link target is compared: lower case, "/" separators, no leading "./" or "/", no
+    ".md", no Dendron vault prefix (``dendron://vault/``)."""
+    key = _DENDRON_VAULT.sub("", target.strip()).replace("\\", "/").lower()
+    while key.startswith("./"):
+        key = key[2:]
+    key = key.lstrip("/")
+    return key[:-3] if key.endswith(".md") else key
+
+
+def prose_lines(lines: list[str], first_line: int = 1) -> Iterator[tuple[int, str]]:
+    """(line number, text) of the lines outside code fences, inline code blanked out: where
+    links and tags can be."""
+    fence: str | None = None
+    for number, line in enumerate(lines, first_line):
+        marker = _FENCE.match(line)
+        if fence is not None:
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                fence = None
+            continue
+        if marker:
+            fence = marker.group(1)
+            continue
+        yield number, _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line) if "`" in line else line
+
+
+def parse_links(lines: list[str], first_line: int = 1, source: str = "") -> list[Link]:
+    """Every link in ``lines`` (the note's lines from ``first_line`` on, the note at vault
+    path ``source``), outside code."""
+    folder = posixpath.dirname(source)
+    found: list[Link] = []
+    for number, text in prose_lines(lines, first_line):
+        if "[" not in text:
+            continue
+        for match in _WIKILINK.finditer(text):
+            inner, label = match.group(2), ""
+            if "|" in inner:
+                inner, label = inner.split("|", 1)
+            target, _, heading = inner.partition("#")
+            if not target.strip() and not heading or _ATTACHMENT.search(target.strip()):
+                continue  # empty, or an image, a PDF...: not a note
+            found.append(Link(number, "embed" if match.group(1) else "wiki", target.strip(), heading.strip(), label.strip()))
+        for match in _MARKDOWN_LINK.finditer(text):
+            raw = match.group(3).strip("<>").strip()
+            if _SCHEME.match(raw):
+                continue  # a URL, an obsidian:// or mailto: link
+            target, _, heading = unquote(raw).partition("#")
+            if target and not target.lower().endswith(".md"):
+                continue  # an image or another file, not a note
+            if target:
+                target = posixpath.normpath(posixpath.join(folder, target.replace("\\", "/")))
+            found.append(Link(number, "markdown", target, heading, match.group(2).strip(), exact=bool(target)))
+    return found
+
+
+class Resolver:
+    """Resolves link targets against the notes of the vault (paths and aliases)."""
+
+    def __init__(self, paths: list[str], aliases: dict[str, list[str]]):
+        self.by_key: dict[str, str] = {}
+        self.by_name: dict[str, list[str]] = defaultdict(list)
+        self.by_alias: dict[str, list[str]] = defaultdict(list)
+        for path in paths:
+            key = link_key(path)
+            self.by_key[key] = path
+            self.by_name[key.rsplit("/", 1)[-1]].append(path)
+        for path, names in aliases.items():
+            for alias in names:
+                if alias.strip():
+                    self.by_alias[alias.strip().lower()].append(path)
+
+    def resolve(self, link: Link, source: str) -> str | None:
+        """The vault path the link leads to, or None when no note answers to it."""
+        if not link.target:
+            return source  # [[#heading]]: a heading in the same note
+        if link.exact:
+            return self.by_key.get(link.key)
+        found = self._look_up(link.key, link.target, source)
+        if found is None and link.label_key:
+            # Dendron writes [[shown text|note#heading]], the other way round from Obsidian.
+            found = self._look_up(link.label_key, link.label.partition("#")[0], source)
+        return found
+
+    def _look_up(self, key: str, written: str, source: str) -> str | None:
+        if not key:
+            return None
+        beside = link_key(posixpath.join(posixpath.dirname(source), key))
+        for exact in (beside, key):  # next to the linking note, then from the vault root
+            if exact in self.by_key:
+                return self.by_key[exact]
+        name = key.rsplit("/", 1)[-1]
+        candidates = [p for p in self.by_name.get(name, []) if "/" not in key or link_key(p).endswith("/" + key)]
+        if not candidates:
+            candidates = self.by_alias.get(written.strip().lower(), [])
+        if not candidates:
+            return None
+        return min(candidates, key=lambda p: (-_shared_folders(p, source), p.count("/"), p))
+
+    def keys_for(self, path: str, aliases: list[str]) -> set[str]:
+        """Link keys that may lead to ``path`` (its name, its path and its aliases): for backlinks."""
+        key = link_key(path)
+        keys = {key, key.rsplit("/", 1)[-1]}
+        parts = key.split("/")
+        keys.update("/".join(parts[i:]) for i in range(len(parts)))
+        keys.update(alias.strip().lower() for alias in aliases if alias.strip())
+        return keys
+
+
+def _shared_folders(path: str, source: str) -> int:
+    a, b = os.path.dirname(path).split("/"), os.path.dirname(source).split("/")
+    shared = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        shared += 1
+    return shared
