@@ -324,7 +324,7 @@ def _why(explain) -> str:
 
 
 def _links(client: Client, args) -> int:
-    direction = "unresolved" if args.unresolved else "in" if args.command == "backlinks" else "out"
+    direction = "unresolved" if getattr(args, "unresolved", False) else "in" if args.command == "backlinks" else "out"
     reply = client.call(Links(id=client.next_id(), note=args.note, direction=direction))
     if args.json:
         for link in reply.links:
@@ -418,6 +418,8 @@ def _status(client: Client, args) -> int:
         f"notes      {counts.get('files', 0):,} indexed, {counts.get('skipped', 0):,} skipped, "
         f"{counts.get('conflicts', 0):,} sync conflicts; start-up scan {scan}",
         f"chunks     {counts.get('chunks', 0):,} ({counts.get('vectors', 0):,} with vectors, {counts.get('pending_vectors', 0):,} pending)",
+        f"links      {counts.get('links', 0):,}, {counts.get('unresolved_links', 0):,} leading to no note"
+        + (": `tarsctl links --unresolved` lists them" if counts.get("unresolved_links") else ""),
         f"embedder   {embedder.kind} {embedder.model}: {state}",
         f"queue      {reply.queue_depth} waiting{', indexing now' if reply.indexing else ''}",
         f"last sync  {_ago(reply.last_sync.get('at'))}" + (f", error: {last_error}" if last_error else ""),

@@ -82,13 +82,23 @@ class NoteGraph:
         return [row for row in found if row.resolved == path and not (row.source == path and not row.target)]
 
     def unresolved(self) -> list[LinkRow]:
-        """Links that lead to no note (yet): notes to write, or typos."""
+        """Links that lead to no note (yet): notes to write, or typos. Worked out again only after
+        the index changed (per reading thread): status asks often."""
         resolver = self.resolver()
+        version = self._local.resolver[0]
+        cached = getattr(self._local, "unresolved", None)
+        if cached is not None and cached[0] == version:
+            return cached[1]
         rows = self.store.reader().execute(
             """SELECT f.path, l.line, l.kind, l.target, l.heading, l.label, l.exact FROM links l JOIN files f ON f.id = l.file_id
                ORDER BY f.path, l.line"""
         )
-        return [link for link in (self._row(row[0], row[1:], resolver) for row in rows) if link.resolved is None]
+        found = [link for link in (self._row(row[0], row[1:], resolver) for row in rows) if link.resolved is None]
+        self._local.unresolved = (version, found)
+        return found
+
+    def link_count(self) -> int:
+        return self.store.reader().execute("SELECT count(*) FROM links").fetchall()[0][0]
 
     def linked_pairs(self, paths: list[str]) -> set[tuple[str, str]]:
         """(source, target) links among ``paths``: for ranking notes that the other hits point to."""

@@ -115,7 +115,7 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
         vault=str(daemon.vault),
         database=str(db),
         database_bytes=size,
-        counts=store.counts(),
+        counts={**store.counts(), "links": engine.graph.link_count(), "unresolved_links": len(engine.graph.unresolved())},
         embedder=embedder,
         coverage=coverage(queue, engine),
         queue_depth=queue.depth,

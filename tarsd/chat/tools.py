@@ -8,7 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..memory import MemoryFiles, Similarity, read_text
+from tarsctl.protocol import parse_when
+
 from ..search import MODES, Searcher
+from ..store import Filter
+from ..tags import normalise as normalise_tag
 from ..vault import is_ignored
 from . import prompts
 from .conversations import ToolCall
@@ -25,6 +29,9 @@ SPECS = [
                 "query": {"type": "string", "description": "what to look for, in natural language or keywords"},
                 "limit": {"type": "integer", "description": "how many results (1-20, default 5)"},
                 "mode": {"type": "string", "enum": list(MODES), "description": "hybrid (default), fts (keywords) or vec (meaning)"},
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "only notes with all these tags (a matches a/b)"},
+                "since": {"type": "string", "description": "only notes modified since: 2026-11-01, 7d, 2w, yesterday"},
+                "before": {"type": "string", "description": "only notes modified before: same forms as since"},
             },
             "required": ["query"],
         },
@@ -90,7 +97,15 @@ class Tools:
         mode = str(args.get("mode") or "hybrid")
         if mode not in MODES:
             raise ToolError(f"mode must be one of {', '.join(MODES)}")
-        response = self.searcher.search(query, mode=mode, limit=limit)
+        tags = args.get("tags") or []
+        if isinstance(tags, str):
+            tags = [tags]
+        where = Filter(
+            tags=tuple(t for t in (normalise_tag(str(tag)) for tag in tags) if t),
+            since_ns=_when(args.get("since")),
+            before_ns=_when(args.get("before")),
+        )
+        response = self.searcher.search(query, mode=mode, limit=limit, where=where)
         if not response.results:
             return "no results"
         header = prompts.DATA_PREFACE + "\n"
@@ -121,6 +136,15 @@ class Tools:
         note = prompts.block("note", text, path=rel, lines=f"{start}-{end}")
         suffix = f"\n(truncated at {MAX_NOTE_CHARS} characters: ask for a smaller line range)" if truncated else ""
         return prompts.DATA_PREFACE + "\n" + note + suffix
+
+
+def _when(value: object) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(parse_when(str(value)) * 1e9)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _int(value: object, default: int, low: int, high: int) -> int:
