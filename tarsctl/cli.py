@@ -15,7 +15,6 @@ from pathlib import Path
 import msgspec
 
 from . import __version__
-from .chat import ChatSession, remember, repl
 from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
 from .protocol import Coverage, Error, Index, IndexDone, Links, Ping, Progress, Related, Search, SearchResults, Status, Stop, parse_when
 
@@ -470,6 +469,8 @@ def _stop(client: Client, args) -> int:
 
 def _chat(client: Client, args) -> int:
     interactive = args.repl or (not args.message and sys.stdin.isatty())
+    from .chat import ChatSession, repl  # the REPL loads only for chat: other commands start faster
+
     session = ChatSession(client, args.conversation or ("cli" if interactive else "oneshot"), args.provider, args.model)
     if interactive:
         return repl(session)
@@ -488,11 +489,15 @@ def _chat(client: Client, args) -> int:
 
 
 def _remember(client: Client, args) -> int:
+    from .chat import remember
+
     remember(client, " ".join(args.fact), "procedural" if args.procedural else "semantic", args.section)
     return EXIT_OK
 
 
 def _review(client: Client, args) -> int:
+    from .chat import ChatSession
+
     ChatSession(client, "cli", "", "").review(input)
     return EXIT_OK
 

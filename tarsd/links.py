@@ -120,6 +120,7 @@ class Resolver:
         self.by_key: dict[str, str] = {}
         self.by_name: dict[str, list[str]] = defaultdict(list)
         self.by_alias: dict[str, list[str]] = defaultdict(list)
+        self._memo: dict[tuple, str | None] = {}
         for path in paths:
             key = link_key(path)
             self.by_key[key] = path
@@ -133,6 +134,13 @@ class Resolver:
         """The vault path the link leads to, or None when no note answers to it."""
         if not link.target:
             return source  # [[#heading]]: a heading in the same note
+        # A resolver lives until the index changes: what a link from a folder leads to stays put.
+        key = (link.target, link.label, link.exact, link.kind, posixpath.dirname(source))
+        if key not in self._memo:
+            self._memo[key] = self._resolve(link, source)
+        return self._memo[key]
+
+    def _resolve(self, link: Link, source: str) -> str | None:
         if link.exact:
             return self.by_key.get(link.key)
         found = self._look_up(link.key, link.target, source)

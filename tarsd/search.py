@@ -173,9 +173,9 @@ def query_parts(text: str) -> list[str]:
             seen.add(key)
             terms.append((word, prefix))
     useful = [t for t in terms if t[0].lower() not in STOPWORDS] or terms
-    for word, prefix in useful[:MAX_QUERY_TERMS]:
+    for word, prefix in useful:
         parts.append(f'"{query_phrase(word)}"*' if prefix else f'"{query_phrase(word)}"')
-    return parts
+    return parts[:MAX_QUERY_TERMS]  # the keyword query reports matches as a 32-bit set
 
 
 def fts_query(text: str) -> str:
@@ -311,7 +311,7 @@ class Searcher:
             except (EmbedderUnavailable, FutureTimeout) as exc:
                 vector_error = str(exc) if isinstance(exc, EmbedderUnavailable) else self._slow_reason()
 
-        owners = self.store.chunk_notes([chunk for chunk, _ in fts_hits + vec_hits])
+        owners = self.store.chunk_notes([hit[0] for hit in fts_hits] + [chunk for chunk, _ in vec_hits])
         found: dict[int, Candidate] = {}
 
         def candidate(chunk: int) -> Candidate | None:
@@ -323,12 +323,15 @@ class Searcher:
                 found[key] = Candidate(chunk=chunk, path=owner[1])
             return found[key]
 
+        weights = self._phrase_weights(parts) if fts_hits else []
         keyword_rank = 0
-        for chunk, bm25 in fts_hits:
+        for chunk, bm25, matched, in_title in fts_hits:
             c = candidate(chunk)
             if c is not None and not c.keyword_rank:
                 keyword_rank += 1
                 c.keyword_rank, c.bm25, c.chunk, c.keyword_chunk = keyword_rank, -bm25, chunk, chunk
+                c.coverage = sum(w for i, w in enumerate(weights) if matched >> i & 1)
+                c.title_coverage = sum(w for i, w in enumerate(weights) if in_title >> i & 1)
         top_bm25 = max((c.bm25 for c in found.values()), default=0.0)
         vector_rank = 0
         for chunk, cosine in vec_hits:
@@ -347,31 +350,23 @@ class Searcher:
             exact = self.store.similarities(query_vector, [c.keyword_chunk for c in missing])
             for c in missing:
                 c.cosine = max(0.0, exact.get(c.keyword_chunk, 0.0))
-        if parts and "fts" in lists:
-            self._measure_coverage(parts, list(found.values()))
+        if fts_hits:
             best = max((c.coverage for c in found.values() if 0 < c.keyword_rank <= QUERY_COVERAGE_TOP), default=0.0)
             for c in found.values():
                 c.query_coverage = best
         return list(found.values()), vector_error
 
-    def _measure_coverage(self, parts: list[str], found: list[Candidate]) -> None:
-        """How much of the query each candidate's keyword passage holds, weighting each word by
-        its IDF: "all the rare words of the question" is 1.0 however long or short the vault."""
-        total, frequencies = self.store.passage_frequencies(sorted({t for p in parts for t in self.store.keyword_tokens(p)}))
+    def _phrase_weights(self, parts: list[str]) -> list[float]:
+        """Each query phrase's share of the query, by IDF: holding "all the rare words of the
+        question" is 1.0 however long or short the vault."""
+        tokens = [self.store.keyword_tokens(part) for part in parts]
+        total, frequencies = self.store.passage_frequencies(sorted({t for ts in tokens for t in ts}))
         weights = []
-        for part in parts:
-            tokens = self.store.keyword_tokens(part)
-            frequency = min((frequencies.get(t, 0) for t in tokens), default=0)
+        for phrase_tokens in tokens:
+            frequency = min((frequencies.get(t, 0) for t in phrase_tokens), default=0)
             weights.append(math.log(1 + (total - frequency + 0.5) / (frequency + 0.5)))
         whole = sum(weights) or 1.0
-        passages = [c.keyword_chunk or c.chunk for c in found]
-        for part, weight in zip(parts, weights, strict=True):
-            body = self.store.matching(part, passages)
-            title = self.store.matching(f"title : {part}", passages)
-            for c in found:
-                passage = c.keyword_chunk or c.chunk
-                c.coverage += weight / whole if passage in body else 0.0
-                c.title_coverage += weight / whole if passage in title else 0.0
+        return [w / whole for w in weights]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -153,6 +153,22 @@ class StoreError(Exception):
     """The database cannot be used; the message says why and what to do."""
 
 
+PHRASE_MASK = (1 << 32) - 1
+
+
+def _matched_phrases(api: apsw.FTS5ExtensionApi, *_args: object) -> int:
+    """FTS5 auxiliary function: which of the query's phrases this row matched (bits 0-31), and
+    which it matched in the title column (bits 32-63). Search turns them into coverage."""
+    anywhere = title = 0
+    for phrase in range(min(api.phrase_count, 32)):
+        columns = api.phrase_columns(phrase)
+        if columns:
+            anywhere |= 1 << phrase
+            if 0 in columns:
+                title |= 1 << phrase
+    return anywhere | (title << 32)
+
+
 def explain(exc: BaseException, db_path: Path) -> str:
     """What a database failure means for the user and what to do, instead of apsw's words."""
     if isinstance(exc, apsw.FullError) or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
@@ -360,6 +376,7 @@ class Store:
         if conn is None:
             conn = self._connect(read_only=True)
             load_vec_extension(conn)
+            conn.register_fts5_function("tars_phrases", _matched_phrases)
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -750,17 +767,23 @@ class Store:
             params.append(where.before_ns)
         return " AND ".join(clauses), params
 
-    def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first. bm25 is negative; more negative is better."""
+    def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float, int, int]]:
+        """(chunk id, bm25, phrases matched, phrases matched in the title) best first. bm25 is
+        negative, more negative is better; the phrase sets are bitmasks over the query's
+        phrases in order (see _matched_phrases)."""
         if not where:
-            # One collection per database: without filters the joins only cost time (2x).
-            sql = f"SELECT rowid, bm25(chunks_fts, {BM25_WEIGHTS}) AS score FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?"
-            return [(r[0], r[1]) for r in self.reader().execute(sql, (match, limit))]
-        clauses, params = self._filter_sql(where)
-        sql = f"""SELECT chunks_fts.rowid, bm25(chunks_fts, {BM25_WEIGHTS}) AS score
-                  FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id
-                  WHERE chunks_fts MATCH ? AND {clauses} ORDER BY score LIMIT ?"""
-        return [(r[0], r[1]) for r in self.reader().execute(sql, (match, *params, limit))]
+            # FTS5 sorts "ORDER BY rank" itself, so tars_phrases runs only for the rows returned,
+            # not for every match; and one collection per database makes the joins unneeded.
+            sql = f"""SELECT rowid, rank, tars_phrases(chunks_fts) FROM chunks_fts
+                      WHERE chunks_fts MATCH ? AND rank MATCH 'bm25({BM25_WEIGHTS})' ORDER BY rank LIMIT ?"""
+            rows = self.reader().execute(sql, (match, limit))
+        else:
+            clauses, params = self._filter_sql(where)
+            sql = f"""SELECT chunks_fts.rowid, bm25(chunks_fts, {BM25_WEIGHTS}) AS score, tars_phrases(chunks_fts)
+                      FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id
+                      WHERE chunks_fts MATCH ? AND {clauses} ORDER BY score LIMIT ?"""
+            rows = self.reader().execute(sql, (match, *params, limit))
+        return [(r[0], r[1], r[2] & PHRASE_MASK, r[2] >> 32) for r in rows]
 
     def vec_search(self, vector: bytes, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) nearest first; filters apply before the top-k cut."""
@@ -815,14 +838,6 @@ class Store:
             return total, {}
         marks = ",".join("?" * len(tokens))
         return total, dict(reader.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", tokens).fetchall())
-
-    def matching(self, match: str, ids: list[int]) -> set[int]:
-        """The chunks among ``ids`` that a keyword query matches."""
-        if not ids or not match:
-            return set()
-        marks = ",".join("?" * len(ids))
-        sql = f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})"
-        return {row[0] for row in self.reader().execute(sql, (match, *ids))}
 
     def snippets(self, match: str, ids: list[int], open_mark: str, close_mark: str, tokens: int) -> dict[int, str]:
         """FTS5 snippets (matched terms marked, stemming-aware) for chunks that match."""
