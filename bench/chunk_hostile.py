@@ -1,0 +1,145 @@
+"""Chunking hostile notes: seconds and peak memory per shape, with both token counters.
+
+Each (shape, counter) pair runs in its own child process, so every peak RSS (VmHWM) is its
+own; "base" is the RSS just before chunking (text built, tokenizer loaded). A child that
+takes longer than --timeout is stopped and reported as such. After the timing, the child
+checks the chunks: the largest chunk in characters and in tokens (recounted with the same
+counter), and whether the chunks put together give back the note (overlap aside).
+
+    python bench/chunk_hostile.py [--mb 5] [--shape NAME ...] [--counter wordpiece|heuristic ...] [--timeout 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import string
+import subprocess
+import sys
+import time
+
+from common import MODEL_DIR, print_table, proc_status_mb
+
+BUDGET = 254
+# name -> (description, size multiplier of --mb)
+SHAPES = {
+    "no-spaces": ("one line of letters and digits, no spaces", 1),
+    "random-words": ("one line of random words", 1),
+    "cjk": ("one line of CJK text, no spaces", 1),
+    "emoji": ("one line of emoji, no spaces", 1),
+    "many-lines": ("many ordinary lines and headings", 2),
+}
+
+
+def make_text(shape: str, size: int) -> str:
+    """About ``size`` bytes of UTF-8 in the given shape (deterministic)."""
+    rng = random.Random(0)
+    if shape == "no-spaces":
+        return "".join(rng.choices(string.ascii_letters + string.digits, k=size))
+    if shape == "random-words":
+        words = ["".join(rng.choices(string.ascii_lowercase, k=n)) for n in range(1, 15) for _ in range(50)]
+        return " ".join(rng.choices(words, k=size // 8))
+    if shape == "cjk":  # 3 bytes a character
+        return "".join(chr(c) for c in rng.choices(range(0x4E00, 0x9FA5), k=size // 3))
+    if shape == "emoji":  # 4 bytes a character, outside the BMP (a surrogate pair in UTF-16)
+        return "".join(chr(c) for c in rng.choices(range(0x1F300, 0x1F64F), k=size // 4))
+    if shape == "many-lines":
+        words = ["".join(rng.choices(string.ascii_lowercase, k=n)) for n in range(2, 10) for _ in range(100)]
+        lines: list[str] = []
+        total = 0
+        while total < size:
+            if rng.random() < 0.05:
+                line = "#" * rng.randint(1, 3) + " " + " ".join(rng.choices(words, k=4))
+            elif rng.random() < 0.2:
+                line = ""
+            else:
+                line = " ".join(rng.choices(words, k=rng.randint(3, 30)))
+            lines.append(line)
+            total += len(line) + 1
+        return "\n".join(lines)
+    raise ValueError(shape)
+
+
+def counter_named(name: str):
+    from tarsd.chunker import HeuristicCounter
+    from tarsd.embed import WordPieceCounter
+
+    if name == "wordpiece":
+        return WordPieceCounter(MODEL_DIR / "tokenizer.json", "all-MiniLM-L6-v2")
+    return HeuristicCounter()
+
+
+def child(shape: str, counter_name: str, size: int) -> None:
+    from tarsd.chunker import chunk_note
+
+    text = make_text(shape, size)
+    counter = counter_named(counter_name)
+    base = proc_status_mb("VmRSS")
+    started = time.perf_counter()
+    note = chunk_note(text, counter, BUDGET)
+    seconds = time.perf_counter() - started
+    peak = proc_status_mb("VmHWM")
+    chunks = note.chunks
+    recounted = counter.count([c.embed_text for c in chunks]) if chunks else [0]
+    # With overlap some text repeats; without, the pieces of each line must join back exactly.
+    joined = "".join(c.text.replace("\n", "") for c in chunk_note(text, counter, BUDGET, overlap=0).chunks)
+    result = {
+        "seconds": seconds,
+        "base": base,
+        "peak": peak,
+        "chunks": len(chunks),
+        "max_chars": max((len(c.text) for c in chunks), default=0),
+        "max_tokens": max(recounted),
+        "joins": joined == "".join(text.split("\n")),
+    }
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=5.0, help="size of the one-line shapes in MB (many-lines is twice this)")
+    parser.add_argument("--shape", action="append", choices=list(SHAPES), help="only these shapes (repeatable)")
+    parser.add_argument("--counter", action="append", choices=["wordpiece", "heuristic"], help="only these counters (repeatable)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a child is stopped")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        shape, counter_name, size = args.child
+        child(shape, counter_name, int(size))
+        return
+
+    rows = []
+    for shape in args.shape or list(SHAPES):
+        description, multiplier = SHAPES[shape]
+        size = int(args.mb * multiplier * 1_000_000)
+        for counter_name in args.counter or ["wordpiece", "heuristic"]:
+            command = [sys.executable, __file__, "--child", shape, counter_name, str(size)]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=True)
+            except subprocess.TimeoutExpired:
+                rows.append([shape, counter_name, f"> {args.timeout:g}", "", "", "", "", "", "timed out"])
+                continue
+            except subprocess.CalledProcessError as exc:
+                rows.append([shape, counter_name, "", "", "", "", "", "", f"failed: {exc.stderr.strip().splitlines()[-1]}"])
+                continue
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append(
+                [
+                    shape,
+                    counter_name,
+                    f"{r['seconds']:.2f}",
+                    f"{r['base']:.0f}",
+                    f"{r['peak']:.0f}",
+                    f"{r['chunks']:,}",
+                    f"{r['max_chars']:,}",
+                    f"{r['max_tokens']:,}",
+                    "yes" if r["joins"] else "NO",
+                ]
+            )
+    headers = ["shape", "counter", "seconds", "base MB", "peak MB", "chunks", "max chars", "max tokens", "joins back"]
+    print_table(headers, rows, f"chunk_note on hostile notes, budget {BUDGET} tokens, {args.mb:g} MB one-line shapes")
+
+
+if __name__ == "__main__":
+    main()
