@@ -220,7 +220,9 @@ def _context(title: str, unit: _Unit) -> str:
 
 def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0.10, fallback_title: str = "") -> ParsedNote:
     """Split a note into chunks of at most ``budget`` tokens (context line included)."""
-    lines = text.splitlines()
+    # A byte-order mark is how the file was encoded, not text: left in, it hides the front
+    # matter's opening "---" or a first "# " heading. splitlines() also drops CRLF's "\r".
+    lines = text.removeprefix("\ufeff").splitlines()
     front, body_start = parse_front_matter(lines)
     title = str(front.get("title") or "").strip()
     note = ParsedNote(title="", tags=_string_list(front.get("tags")), aliases=_string_list(front.get("aliases") or front.get("alias")))

@@ -152,3 +152,31 @@ def test_heuristic_counter_errs_high_on_typical_notes(wordpiece):
     texts = [p.read_text(encoding="utf-8") for p in sorted(DENDRON.glob("*.md"))[:200]]
     ratios = sorted(e / r for e, r in zip(HeuristicCounter().count(texts), wordpiece.count(texts), strict=True) if r > 20)
     assert ratios[len(ratios) // 2] > 1.1
+
+
+FRONT_MATTER_NOTE = "---\ntitle: Front\ntags: [alpha, beta]\naliases: [Other name]\n---\n# Heading\n\nBody text.\n\n## Part\n\nMore text.\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\ufeff" + FRONT_MATTER_NOTE,
+        FRONT_MATTER_NOTE.replace("\n", "\r\n"),
+        "\ufeff" + FRONT_MATTER_NOTE.replace("\n", "\r\n"),
+    ],
+    ids=["bom", "crlf", "bom-crlf"],
+)
+def test_front_matter_after_a_bom_or_with_crlf_line_ends(wordpiece, text):
+    note = chunk_note(text, wordpiece, budget=254)
+    assert (note.title, note.tags, note.aliases) == ("Front", ["alpha", "beta"], ["Other name"])
+    assert [(c.start_line, c.end_line, c.heading_path) for c in note.chunks] == [(6, 12, "Heading")]
+    chunk = note.chunks[0]
+    assert chunk.text == "# Heading\n\nBody text.\n\n## Part\n\nMore text."  # no BOM, no \r, no YAML
+    assert chunk.embed_text == f"Front\n\n{chunk.text}"
+
+
+def test_a_bom_before_the_first_heading_does_not_hide_it(wordpiece):
+    note = chunk_note("\ufeff# Title\r\n\r\ntext\r\n", wordpiece, budget=254, fallback_title="file")
+    assert note.title == "Title"
+    assert note.chunks[0].heading_path == "Title"
+    assert note.chunks[0].text == "# Title\n\ntext"
