@@ -6,6 +6,10 @@ in a window before the budget runs out, each scored ``base * (1 - (distance/wind
 so a heading a little earlier beats a blank line right at the limit. Code fences are never
 cut unless a single fence is larger than the budget on its own. Every chunk keeps its exact
 1-based start and end line in the file.
+
+Whatever the text, a chunk also holds at most ``MAX_CHARS_PER_TOKEN`` characters per token of
+budget, and the work is linear in the note: a line too long for one chunk is tokenized a
+bounded span at a time and cut into pieces.
 """
 
 from __future__ import annotations
@@ -35,12 +39,28 @@ WINDOW_FRACTION = 0.35
 CLEAN_BREAK_SCORE = 50
 # Context (title and parent headings) larger than this share of the budget is left out.
 MAX_CONTEXT_FRACTION = 0.25
+# Characters per token of budget a chunk may hold. WordPiece reads about 4-6 characters a token
+# in prose and notes (99th percentile of chunks: 5.9 on SciFact, 4.9 on the Dendron vault); only
+# whitespace-padded listings pass 10 (12.7 at most in Dendron). What the tokenizer counts as next
+# to nothing (a word over 100 characters is one [UNK]; whitespace and U+FFFD are no token at all)
+# is held by this instead: 2,540 characters for all-MiniLM's 254 tokens.
+MAX_CHARS_PER_TOKEN = 10
+# A title or heading is cut to this length where it names a section (context line, heading
+# path); its line stays whole in the chunk text.
+MAX_NAME_CHARS = 300
+# Lines are counted this many at a time: one batch for a whole note holds all its encodings at once.
+COUNT_BATCH = 1024
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# Closing #s are stripped afterwards: "(.*?)[ \t#]*$" takes quadratic time on a long line of "# # # ...".
+_HEADING = re.compile(r"(#{1,6})[ \t]+(.*)")
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+")
 _FRONT_MATTER_END = ("---", "...")
+# With match(text, pos, endpos): everything up to the last whitespace, or the last character
+# that is not a letter or digit (punctuation, symbols, emoji), in text[pos:endpos].
+_TO_LAST_SPACE = re.compile(r".*\s", re.DOTALL)
+_TO_LAST_BOUNDARY = re.compile(r".*[\W_]", re.DOTALL)
 
 if hasattr(yaml, "CSafeLoader"):
     _YamlLoader = yaml.CSafeLoader
@@ -59,8 +79,9 @@ class TokenCounter(Protocol):
     def count(self, texts: list[str]) -> list[int]: ...
 
     def token_ends(self, text: str) -> Sequence[int]:
-        """The character offset where each token of ``text`` ends (for cutting long lines);
-        ``exact_ends`` says whether they are the tokenizer's own or an even spread."""
+        """The character offset where each token of ``text`` ends (for cutting long lines; the
+        text is at most a few thousand characters). An ``exact_ends`` attribute that is true says
+        they are the tokenizer's own, not an even spread."""
         ...
 
 
@@ -90,11 +111,11 @@ class _Unit:
 
     line: int  # 1-based line number
     text: str
-    tokens: int
     score: int  # break score for starting a chunk at this unit
     headings: tuple[str, ...]  # heading path in force at this unit
     is_heading: bool
-    cut_in_word: bool = False  # a piece of a giant word: counts no longer add up
+    tokens: int = 0
+    joins_in_word: bool = False  # a piece that goes on with the previous one inside a word: their counts do not add up
 
 
 def parse_front_matter(lines: list[str]) -> tuple[dict, int]:
@@ -122,7 +143,7 @@ def _string_list(value: object) -> list[str]:
     return [str(value)]
 
 
-def _units(lines: list[str], first: int, counts: list[int]) -> list[_Unit]:
+def _units(lines: list[str], first: int) -> list[_Unit]:
     units: list[_Unit] = []
     stack: list[tuple[int, str]] = []
     fence: str | None = None  # the opening fence marker while inside a code block
@@ -133,7 +154,7 @@ def _units(lines: list[str], first: int, counts: list[int]) -> list[_Unit]:
             marker = fence_match.group(1) if fence_match else ""
             if marker[:1] == fence[0] and len(marker) >= len(fence) and not text.strip()[len(marker) :]:
                 fence, after_fence = None, True
-            units.append(_Unit(first + offset, text, counts[offset], FORBIDDEN, tuple(h for _, h in stack), False))
+            units.append(_Unit(first + offset, text, FORBIDDEN, tuple(h for _, h in stack), False))
             previous_blank = False
             continue
         score, is_heading = 0, False
@@ -144,42 +165,56 @@ def _units(lines: list[str], first: int, counts: list[int]) -> list[_Unit]:
             score, is_heading = HEADING_SCORES[level], True
             while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append((level, heading.group(2).strip()))
+            stack.append((level, heading.group(2).rstrip(" \t#").strip()[:MAX_NAME_CHARS]))
         elif _RULE.match(text):
             score = RULE_SCORE
         elif _LIST_ITEM.match(text):
             score = LIST_SCORE
         score = max(score, FENCE_SCORE if after_fence else BLANK_SCORE if previous_blank else 0)
         after_fence, previous_blank = False, not text.strip()
-        units.append(_Unit(first + offset, text, counts[offset], score, tuple(h for _, h in stack), is_heading))
+        units.append(_Unit(first + offset, text, score, tuple(h for _, h in stack), is_heading))
     return units
 
 
-def _split_long_unit(unit: _Unit, limit: int, counter: TokenCounter, ends: Sequence[int]) -> list[_Unit]:
-    """Split one overlong line into pieces of at most ``limit`` tokens, cutting after a
-    space where there is one (else inside a giant word). Joined with no separator, the
-    pieces give back the line. ``ends`` (from one tokenization of the line) aims each cut;
-    each piece is then counted on its own, so the work stays linear in the line."""
+def _break(text: str, start: int, end: int) -> int:
+    """Where to end a piece text[start:end] of a longer line: after the last whitespace in its
+    second half, else after the last punctuation there, else at ``end`` (any character: Python
+    strings hold whole code points, so a surrogate pair is never split)."""
+    middle = start + (end - start) // 2
+    found = _TO_LAST_SPACE.match(text, middle, end) or _TO_LAST_BOUNDARY.match(text, middle, end)
+    return found.end() if found else end
+
+
+def _split_line(unit: _Unit, counter: TokenCounter, max_tokens: int, max_chars: int) -> list[_Unit]:
+    """Cut a line too long for one chunk into pieces of at most ``max_tokens`` tokens and
+    ``max_chars`` characters; joined with no separator they give back the line.
+
+    The line is tokenized a span of at most ``max_chars`` characters at a time, so memory stays
+    bounded and the work linear, and pieces are cut at the span's token ends. A piece with
+    whitespace (or a span's edge) on both sides is counted from those ends; any other piece is
+    counted again on its own, and shortened until it fits."""
     text = unit.text
+    exact = getattr(counter, "exact_ends", False)
     pieces: list[_Unit] = []
-    start_char, start_token = 0, 0
-    while start_char < len(text):
-        end_token = start_token + limit
-        cut = len(text) if end_token >= len(ends) else max(ends[end_token - 1], start_char + 1)
-        while True:
-            space = text.rfind(" ", start_char, cut) if cut < len(text) else -1
-            piece_end = space + 1 if space > start_char else cut
-            if getattr(counter, "exact_ends", False):
-                tokens = bisect.bisect_right(ends, piece_end) - start_token
-            else:
-                tokens = counter.count([text[start_char:piece_end]])[0]
-            if tokens <= limit or piece_end - start_char <= 1:
-                break
-            cut = start_char + max(1, (piece_end - start_char) * limit // (tokens + 1))
-        in_word = piece_end < len(text) and space <= start_char
-        pieces.append(_Unit(unit.line, text[start_char:piece_end], tokens, SPLIT_LINE_SCORE, unit.headings, False, cut_in_word=in_word))
-        start_char = piece_end
-        start_token = bisect.bisect_right(ends, start_char)
+    pos = span_start = span_end = 0
+    ends: Sequence[int] = ()
+    while pos < len(text):
+        if pos >= span_end:
+            span_start = pos
+            span_end = len(text) if len(text) - pos <= max_chars else _break(text, pos, pos + max_chars)
+            ends = counter.token_ends(text[span_start:span_end])
+        first = bisect.bisect_right(ends, pos - span_start)  # the first token ending after pos
+        cut = span_end if len(ends) - first <= max_tokens else _break(text, pos, span_start + ends[first + max_tokens - 1])
+        if exact and (pos == span_start or text[pos - 1].isspace()) and (cut == span_end or text[cut - 1].isspace()):
+            tokens = bisect.bisect_right(ends, cut - span_start) - first
+        else:
+            tokens = counter.count([text[pos:cut]])[0]
+            while tokens > max_tokens:
+                cut = _break(text, pos, pos + max(1, (cut - pos) * max_tokens // (tokens + 1)))
+                tokens = counter.count([text[pos:cut]])[0]
+        in_word = pos > 0 and not text[pos - 1].isspace()
+        pieces.append(_Unit(unit.line, text[pos:cut], SPLIT_LINE_SCORE, unit.headings, False, tokens, joins_in_word=in_word))
+        pos = cut
     pieces[0].score = unit.score
     pieces[0].is_heading = unit.is_heading
     return pieces
@@ -224,24 +259,30 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     # matter's opening "---" or a first "# " heading. splitlines() also drops CRLF's "\r".
     lines = text.removeprefix("\ufeff").splitlines()
     front, body_start = parse_front_matter(lines)
-    title = str(front.get("title") or "").strip()
+    title = str(front.get("title") or "").strip()[:MAX_NAME_CHARS]
     note = ParsedNote(title="", tags=_string_list(front.get("tags")), aliases=_string_list(front.get("aliases") or front.get("alias")))
-    body = lines[body_start:]
     limit = max(8, budget)
+    char_limit = limit * MAX_CHARS_PER_TOKEN
     piece_limit = int(limit * (1 - MAX_CONTEXT_FRACTION))
-    # Lines too long to fit are tokenized once, with offsets, for cutting; the rest are
-    # only counted. A line's length in characters tells which it probably is.
-    token_ends: dict[int, Sequence[int]] = {i: counter.token_ends(line) for i, line in enumerate(body) if len(line) > piece_limit * 3}
-    short = [i for i in range(len(body)) if i not in token_ends]
-    counts = [0] * len(body)
-    for i, count in zip(short, counter.count([body[i] for i in short]), strict=True):
-        counts[i] = count
-    for i, ends in token_ends.items():
-        counts[i] = len(ends)
-    units = _units(body, body_start + 1, counts)
+    piece_chars = int(char_limit * (1 - MAX_CONTEXT_FRACTION))
+    units = _units(lines[body_start:], body_start + 1)
     if not title:
         title = next((u.headings[0] for u in units if u.is_heading and u.text.startswith("# ")), "") or fallback_title
     note.title = title
+
+    # Lines longer than a piece are cut without being counted whole (a span at a time).
+    short = [u for u in units if len(u.text) <= piece_chars]
+    for index in range(0, len(short), COUNT_BATCH):
+        batch = short[index : index + COUNT_BATCH]
+        for unit, tokens in zip(batch, counter.count([u.text for u in batch]), strict=True):
+            unit.tokens = tokens
+    expanded: list[_Unit] = []
+    for unit in units:
+        if len(unit.text) > piece_chars or unit.tokens > piece_limit:
+            expanded.extend(_split_line(unit, counter, piece_limit, piece_chars))
+        else:
+            expanded.append(unit)
+    units = expanded
 
     context_cache: dict[str, int] = {}
 
@@ -250,16 +291,8 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
         if context not in context_cache:
             context_cache[context] = counter.count([context])[0] + 1 if context else 0
         tokens = context_cache[context]
-        return (context, tokens) if tokens <= limit * MAX_CONTEXT_FRACTION else ("", 0)
-
-    expanded: list[_Unit] = []
-    for index, unit in enumerate(units):
-        if unit.tokens > piece_limit:
-            ends = token_ends.get(index) or counter.token_ends(unit.text)
-            expanded.extend(_split_long_unit(unit, piece_limit, counter, ends))
-        else:
-            expanded.append(unit)
-    units = expanded
+        fits = tokens <= limit * MAX_CONTEXT_FRACTION and len(context) + 2 <= char_limit * MAX_CONTEXT_FRACTION
+        return (context, tokens) if fits else ("", 0)
 
     start = 0
     while start < len(units):
@@ -270,9 +303,11 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
             break
         context, context_tokens = context_for(units[start])
         target = limit - context_tokens
-        total, end = 0, start
-        while end < len(units) and total + units[end].tokens <= target:
+        char_target = char_limit - (len(context) + 2 if context else 0)
+        total, chars, end = 0, 0, start
+        while end < len(units) and total + units[end].tokens <= target and chars + len(units[end].text) <= char_target:
             total += units[end].tokens
+            chars += len(units[end].text) + 1  # its newline (pieces of one line have none: an overestimate)
             end += 1
         cut = len(units) if end == len(units) else _choose_cut(units, start, end, target)
         _emit(note, units[start:cut], context, context_tokens, counter, limit)
@@ -281,10 +316,17 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
         next_start = cut
         if overlap > 0 and units[cut].score < CLEAN_BREAK_SCORE:
             want = overlap * sum(u.tokens for u in units[start:cut])
-            carried = 0
-            while next_start - 1 > start and carried + units[next_start - 1].tokens <= want:
+            # Held in characters too: lines of no tokens (blank, U+FFFD) would otherwise all be
+            # carried, and a chunk would start again one line after the last one.
+            want_chars = want * MAX_CHARS_PER_TOKEN
+            carried = carried_chars = 0
+            while next_start - 1 > start:
+                previous = units[next_start - 1]
+                if carried + previous.tokens > want or carried_chars + len(previous.text) + 1 > want_chars:
+                    break
                 next_start -= 1
-                carried += units[next_start].tokens
+                carried += previous.tokens
+                carried_chars += len(previous.text) + 1
         start = next_start
     return note
 
@@ -303,7 +345,7 @@ def _emit(note: ParsedNote, units: list[_Unit], context: str, context_tokens: in
             parts.append(unit.text)
     text = "\n".join(parts)
     embed_text = f"{context}\n\n{text}" if context else text
-    if getattr(counter, "additive", False) and not any(u.cut_in_word for u in units):
+    if getattr(counter, "additive", False) and not any(u.joins_in_word for u in units[1:]):
         tokens = context_tokens + sum(u.tokens for u in units)
     else:
         tokens = counter.count([embed_text])[0]
@@ -339,7 +381,7 @@ class HeuristicCounter:
     at the median on the Dendron and SciFact texts); it is an estimate, so Ollama is also
     told never to truncate (truncate=false), and a failure is reported, not hidden."""
 
-    fingerprint = "heuristic-v2"
+    fingerprint = "heuristic-v3"
     additive = True
     _DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
@@ -348,30 +390,12 @@ class HeuristicCounter:
         for text in texts:
             words = text.split()
             punctuation = len(text) - len(text.translate(self._DROP_PUNCTUATION))
-            non_ascii = (len(text.encode("utf-8", "surrogatepass")) - len(text)) // 2
+            # Rounded up, so the counts of lines add up to no less than the count of their join.
+            non_ascii = -(-(len(text.encode("utf-8", "surrogatepass")) - len(text)) // 2)
             counts.append(len(words) + punctuation + non_ascii + sum(n // 3 for n in map(len, words) if n > 6))
         return counts
 
-    def token_ends(self, text: str) -> Sequence[int]:
-        # Spread evenly over the text (the splitter recounts every piece it cuts), computed
-        # on demand: a list would cost more than the estimate itself.
-        return _EvenEnds(len(text), self.count([text])[0])
-
-
-class _EvenEnds(Sequence):
-    """Token end offsets spread evenly: ``length * (i + 1) // total`` for token i."""
-
-    def __init__(self, length: int, total: int):
-        self.length, self.total = length, total
-
-    def __len__(self) -> int:
-        return self.total
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self.total))]
-        if index < 0:
-            index += self.total
-        if not 0 <= index < self.total:
-            raise IndexError(index)
-        return self.length * (index + 1) // self.total
+    def token_ends(self, text: str) -> list[int]:
+        # Spread evenly over the text: the splitter counts every piece it cuts again.
+        total = self.count([text])[0]
+        return [len(text) * (i + 1) // total for i in range(total)]
