@@ -133,14 +133,22 @@ def parse_front_matter(lines: list[str]) -> tuple[dict, int]:
     return {}, 0
 
 
+def _scalar(value: object) -> str | None:
+    """A front matter value as text if it is a scalar. Lists and mappings are not printed: YAML
+    aliases nest them ("a billion laughs"), and a few lines would print as gigabytes."""
+    if value is None or isinstance(value, (list, tuple, dict, set)):
+        return None
+    return str(value)
+
+
 def _string_list(value: object) -> list[str]:
-    if value is None:
-        return []
     if isinstance(value, str):
         return [part.strip().lstrip("#") for part in re.split(r"[,\s]+", value) if part.strip().lstrip("#")]
     if isinstance(value, (list, tuple)):
-        return [str(item).strip().lstrip("#") for item in value if item is not None and str(item).strip()]
-    return [str(value)]
+        items = (_scalar(item) for item in value)
+        return [item.strip().lstrip("#") for item in items if item is not None and item.strip()]
+    item = _scalar(value)
+    return [] if item is None else [item]
 
 
 def _units(lines: list[str], first: int) -> list[_Unit]:
@@ -259,7 +267,7 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     # matter's opening "---" or a first "# " heading. splitlines() also drops CRLF's "\r".
     lines = text.removeprefix("\ufeff").splitlines()
     front, body_start = parse_front_matter(lines)
-    title = str(front.get("title") or "").strip()[:MAX_NAME_CHARS]
+    title = (_scalar(front.get("title")) or "").strip()[:MAX_NAME_CHARS]
     note = ParsedNote(title="", tags=_string_list(front.get("tags")), aliases=_string_list(front.get("aliases") or front.get("alias")))
     limit = max(8, budget)
     char_limit = limit * MAX_CHARS_PER_TOKEN

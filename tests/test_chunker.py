@@ -161,6 +161,21 @@ def test_front_matter(text, expected):
     assert parse_front_matter(text.splitlines()) == expected
 
 
+def test_nested_yaml_aliases_in_front_matter_are_not_printed(wordpiece):
+    # Seven levels of nine aliases: 4.8 million "lol"s, printed 34 MB as a tag (each level more is 9 times that).
+    levels = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 7)]
+    text = "\n".join(["---", *levels, "title: *a6", "tags: [real, *a6]", "aliases: *a6", "---", "body"])
+    note = chunk_note(text, wordpiece, budget=254, fallback_title="file")
+    assert (note.title, note.tags, note.aliases) == ("file", ["real"], [])
+    assert [c.text for c in note.chunks] == ["body"]
+
+
+@pytest.mark.parametrize("value, expected", [("0", "0"), ("2024", "2024"), ("'0.10'", "0.10")])
+def test_a_scalar_title_is_kept_whatever_its_type(wordpiece, value, expected):
+    assert chunk_note(f"---\ntitle: {value}\n---\nbody", wordpiece, 254, fallback_title="file").title == expected
+
+
 def test_empty_and_blank_notes_have_no_chunks(wordpiece):
     assert chunk_note("", wordpiece, 254).chunks == []
     assert chunk_note("\n\n  \n", wordpiece, 254).chunks == []
