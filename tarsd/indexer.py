@@ -25,7 +25,7 @@ from .vault import DiskFile, is_conflict_copy, memory_type, read_note, stat_note
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 # Pending chunks per embedding round (the model sees them in config.batch_size batches).
 # Small rounds let the daemon slip a freshly saved note in between (under a second each here).
 EMBED_ROUND = 8
