@@ -20,6 +20,7 @@ import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Protocol
 
 import yaml
@@ -56,6 +57,7 @@ _HEADING = re.compile(r"(#{1,6})[ \t]+(.*)")
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+")
+_MARKUP_START = frozenset("#`~-*_+0123456789 \t")  # the first characters the four patterns above can match
 _FRONT_MATTER_END = ("---", "...")
 # With match(text, pos, endpos): everything up to the last whitespace, or the last character
 # that is not a letter or digit (punctuation, symbols, emoji), in text[pos:endpos].
@@ -152,21 +154,31 @@ def _string_list(value: object) -> list[str]:
 
 
 def _units(lines: list[str], first: int) -> list[_Unit]:
+    """A unit for each line that is not empty, with its break score and the headings in force.
+    Empty lines have none (a note of line ends costs no memory): they are the gaps in the line
+    numbers, and a line after them scores as one after a blank line."""
     units: list[_Unit] = []
     stack: list[tuple[int, str]] = []
+    headings: tuple[str, ...] = ()
     fence: str | None = None  # the opening fence marker while inside a code block
     previous_blank = after_fence = False
     for offset, text in enumerate(lines):
-        fence_match = _FENCE.match(text)
+        if not text:
+            previous_blank = fence is None
+            continue
+        # Only a line starting with one of these can be markup: plain text skips the patterns.
+        fence_match = _FENCE.match(text) if text[0] in _MARKUP_START else None
         if fence is not None:
             marker = fence_match.group(1) if fence_match else ""
             if marker[:1] == fence[0] and len(marker) >= len(fence) and not text.strip()[len(marker) :]:
                 fence, after_fence = None, True
-            units.append(_Unit(first + offset, text, FORBIDDEN, tuple(h for _, h in stack), False))
+            units.append(_Unit(first + offset, text, FORBIDDEN, headings, False))
             previous_blank = False
             continue
         score, is_heading = 0, False
-        if fence_match:
+        if text[0] not in _MARKUP_START:
+            pass
+        elif fence_match:
             fence, score = fence_match.group(1), FENCE_SCORE
         elif heading := _HEADING.match(text):
             level = len(heading.group(1))
@@ -174,13 +186,14 @@ def _units(lines: list[str], first: int) -> list[_Unit]:
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, heading.group(2).rstrip(" \t#").strip()[:MAX_NAME_CHARS]))
+            headings = tuple(name for _, name in stack)
         elif _RULE.match(text):
             score = RULE_SCORE
         elif _LIST_ITEM.match(text):
             score = LIST_SCORE
         score = max(score, FENCE_SCORE if after_fence else BLANK_SCORE if previous_blank else 0)
         after_fence, previous_blank = False, not text.strip()
-        units.append(_Unit(first + offset, text, score, tuple(h for _, h in stack), is_heading))
+        units.append(_Unit(first + offset, text, score, headings, is_heading))
     return units
 
 
@@ -312,11 +325,14 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
         context, context_tokens = context_for(units[start])
         target = limit - context_tokens
         char_target = char_limit - (len(context) + 2 if context else 0)
-        total, chars, end = 0, 0, start
-        while end < len(units) and total + units[end].tokens <= target and chars + len(units[end].text) <= char_target:
-            total += units[end].tokens
-            chars += len(units[end].text) + 1  # its newline (pieces of one line have none: an overestimate)
-            end += 1
+        total = chars = 0
+        end = start
+        while end < len(units):
+            unit = units[end]
+            grown = chars + len(unit.text) + (unit.line - units[end - 1].line if end > start else 0)  # its text and line ends
+            if total + unit.tokens > target or grown > char_target:
+                break
+            total, chars, end = total + unit.tokens, grown, end + 1
         cut = len(units) if end == len(units) else _choose_cut(units, start, end, target)
         _emit(note, units[start:cut], context, context_tokens, counter, limit)
         if cut >= len(units):
@@ -329,12 +345,12 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
             want_chars = want * MAX_CHARS_PER_TOKEN
             carried = carried_chars = 0
             while next_start - 1 > start:
-                previous = units[next_start - 1]
-                if carried + previous.tokens > want or carried_chars + len(previous.text) + 1 > want_chars:
+                previous, following = units[next_start - 1], units[next_start]
+                grown = carried_chars + len(previous.text) + following.line - previous.line
+                if carried + previous.tokens > want or grown > want_chars:
                     break
                 next_start -= 1
-                carried += previous.tokens
-                carried_chars += len(previous.text) + 1
+                carried, carried_chars = carried + previous.tokens, grown
         start = next_start
     return note
 
@@ -344,14 +360,12 @@ def _emit(note: ParsedNote, units: list[_Unit], context: str, context_tokens: in
         units = units[:-1]
     if not units:
         return
-    parts: list[str] = []
-    for index, unit in enumerate(units):
-        # Pieces of one split line join without a newline, so the text stays the note's own.
-        if index and unit.line == units[index - 1].line:
-            parts[-1] += unit.text
-        else:
-            parts.append(unit.text)
-    text = "\n".join(parts)
+    # One line end per line number passed: none between pieces of one line, and the empty lines
+    # between units are put back, so the text stays the note's own.
+    parts = [units[0].text]
+    for previous, unit in pairwise(units):
+        parts += ("\n" * (unit.line - previous.line), unit.text)
+    text = "".join(parts)
     embed_text = f"{context}\n\n{text}" if context else text
     if getattr(counter, "additive", False) and not any(u.joins_in_word for u in units[1:]):
         tokens = context_tokens + sum(u.tokens for u in units)

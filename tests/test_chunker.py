@@ -273,6 +273,15 @@ def test_lines_of_no_tokens_make_chunks_within_the_character_bound(counter):
     assert max(seen.values()) <= 2 and set(seen) == set(range(1, 20_003))
 
 
+def test_empty_lines_count_toward_the_character_bound(counter):
+    # 640 characters for a budget of 64: two words and the 500 line ends between them fit, three do not.
+    text = ("word" + "\n" * 500) * 40
+    note = chunk_note(text, counter, budget=64, overlap=0)
+    assert_within_bounds(note, counter, 64)
+    assert [c.text.split() for c in note.chunks] == [["word", "word"]] * 20
+    assert [(c.start_line, c.end_line) for c in note.chunks] == [(n, n + 500) for n in range(1, 40 * 500, 1000)]
+
+
 def test_a_giant_heading_is_cut_short_where_it_names_a_section(counter):
     heading = "# " + "# " * 100_000 + "x"
     note = chunk_note(f"{heading}\n\ntext under it", counter, budget=254)
