@@ -109,7 +109,7 @@ class ParsedNote:
 
 @dataclass(slots=True)
 class _Unit:
-    """A line of the note, or a piece of a line too long for one chunk."""
+    """A line of the note that is not empty, or a piece of a line too long for one chunk."""
 
     line: int  # 1-based line number
     text: str

@@ -31,10 +31,11 @@ def line_in_chunks(chunks, number: int) -> str:
     return "".join(c.text.split("\n")[number - c.start_line] for c in chunks if c.start_line <= number <= c.end_line)
 
 
-def assert_within_bounds(note, counter, budget: int) -> None:
+def assert_within_bounds(note, counter, budget: int, where: str = "") -> None:
+    """Every chunk within the token budget (as counted and counted again) and the character bound."""
     for chunk in note.chunks:
-        assert chunk.tokens <= budget and counter.count([chunk.embed_text])[0] <= budget, chunk.seq
-        assert len(chunk.embed_text) <= budget * MAX_CHARS_PER_TOKEN, chunk.seq
+        assert chunk.tokens <= budget and counter.count([chunk.embed_text])[0] <= budget, f"{where} chunk {chunk.seq}"
+        assert len(chunk.embed_text) <= budget * MAX_CHARS_PER_TOKEN, f"{where} chunk {chunk.seq}"
 
 
 def test_chunk_text_is_exactly_its_lines(wordpiece):
@@ -257,7 +258,8 @@ def test_a_long_line_keeps_its_line_numbers_among_others(counter):
     assert_within_bounds(note, counter, 64)
     for chunk in note.chunks:
         assert chunk.text in lines_of(text, chunk)
-    assert [c.start_line for c in note.chunks if c.start_line == c.end_line == 5] and note.chunks[-1].heading_path == "Top > Next"
+    assert sum(1 for c in note.chunks if c.start_line == c.end_line == 5) > 1
+    assert note.chunks[-1].heading_path == "Top > Next"
 
 
 def test_lines_of_no_tokens_make_chunks_within_the_character_bound(counter):
@@ -331,7 +333,7 @@ def test_random_notes_keep_every_invariant(counter, seed):
     lines = ["intro", *(rng.choice(POOL)(rng) for _ in range(rng.randint(1, 60)))]
     text = "\n".join(lines)
     note = chunk_note(text, counter, budget=budget, overlap=0)
-    assert_within_bounds(note, counter, budget)
+    assert_within_bounds(note, counter, budget, f"seed {seed}")
     for chunk in note.chunks:
         assert chunk.text in "\n".join(lines[chunk.start_line - 1 : chunk.end_line]), f"seed {seed}"
     # Nothing lost, nothing repeated: the chunks put together are the note, whitespace aside.
