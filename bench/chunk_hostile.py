@@ -7,16 +7,21 @@ timing, the child checks the chunks: the largest in characters (embed_text) and 
 (recounted with the same counter), and whether they put together give back the note.
 The shapes measured by default are the ones of the hostile-input issue; --shape adds others.
 
-    python bench/chunk_hostile.py [--mb 5] [--shape NAME ...] [--counter wordpiece|heuristic ...] [--timeout 120]
+    python bench/chunk_hostile.py [--mb 5] [--shape NAME ...] [--counter wordpiece|heuristic ...]
+                                  [--tree PATH ...] [--repeat N] [--timeout 120]
 
-To measure another version of the chunker, put its tree first: PYTHONPATH=/path/to/old/tree.
+--tree compares versions side by side, e.g. the one before a change:
+    mkdir /tmp/before && git archive HEAD~1 tarsd | tar -x -C /tmp/before
+    python bench/chunk_hostile.py --tree /tmp/before --tree .
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import statistics
 import string
 import subprocess
 import sys
@@ -108,11 +113,27 @@ def child(shape: str, counter_name: str, size: int) -> None:
     print(json.dumps(result))
 
 
+def run_child(shape: str, counter_name: str, size: int, tree: str | None, timeout: float) -> dict | str:
+    """One measurement in a fresh process (with ``tree`` first on its path): the child's
+    figures, or why there are none."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")])))
+    command = [sys.executable, __file__, "--child", shape, counter_name, str(size)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=True, env=env)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout:g} s"
+    except subprocess.CalledProcessError as exc:
+        return f"failed: {exc.stderr.strip().splitlines()[-1]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=5.0, help="size of the one-line shapes in MB (many-lines is twice this)")
     parser.add_argument("--shape", action="append", choices=list(SHAPES), help="only these shapes (repeatable)")
     parser.add_argument("--counter", action="append", choices=["wordpiece", "heuristic"], help="only these counters (repeatable)")
+    parser.add_argument("--tree", action="append", help="measure the tarsd of this source tree (repeatable; default: this one)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per measurement: the median time and the largest peak are shown")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a child is stopped")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -121,36 +142,35 @@ def main() -> None:
         child(shape, counter_name, int(size))
         return
 
+    trees = args.tree or [None]
     rows = []
     for shape in args.shape or DEFAULT_SHAPES:
-        description, multiplier = SHAPES[shape]
-        size = int(args.mb * multiplier * 1_000_000)
+        size = int(args.mb * SHAPES[shape][1] * 1_000_000)
         for counter_name in args.counter or ["wordpiece", "heuristic"]:
-            command = [sys.executable, __file__, "--child", shape, counter_name, str(size)]
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=True)
-            except subprocess.TimeoutExpired:
-                rows.append([shape, counter_name, f"> {args.timeout:g}", "", "", "", "", "", "timed out"])
-                continue
-            except subprocess.CalledProcessError as exc:
-                rows.append([shape, counter_name, "", "", "", "", "", "", f"failed: {exc.stderr.strip().splitlines()[-1]}"])
-                continue
-            r = json.loads(done.stdout.strip().splitlines()[-1])
-            rows.append(
-                [
-                    shape,
-                    counter_name,
-                    f"{r['seconds']:.2f}",
-                    f"{r['base']:.0f}",
-                    f"{r['peak']:.0f}",
-                    f"{r['chunks']:,}",
-                    f"{r['max_chars']:,}",
-                    f"{r['max_tokens']:,}",
-                    "yes" if r["joins"] else "NO",
-                ]
-            )
-    headers = ["shape", "counter", "seconds", "base MB", "peak MB", "chunks", "max chars", "max tokens", "joins back"]
-    print_table(headers, rows, f"chunk_note on hostile notes, budget {BUDGET} tokens, {args.mb:g} MB (many-lines, blank-lines: twice that)")
+            for tree in trees:  # side by side, so a comparison sees the same load on a shared box
+                label = [shape, counter_name] + ([os.path.basename(os.path.abspath(tree)) if tree else "this"] if len(trees) > 1 else [])
+                runs = [run_child(shape, counter_name, size, tree, args.timeout) for _ in range(args.repeat)]
+                failed = next((r for r in runs if isinstance(r, str)), None)
+                if failed:
+                    rows.append([*label, "", "", "", "", "", "", failed])
+                    continue
+                r = runs[-1]
+                rows.append(
+                    [
+                        *label,
+                        f"{statistics.median(x['seconds'] for x in runs):.2f}",
+                        f"{r['base']:.0f}",
+                        f"{max(x['peak'] for x in runs):.0f}",
+                        f"{r['chunks']:,}",
+                        f"{r['max_chars']:,}",
+                        f"{r['max_tokens']:,}",
+                        "yes" if r["joins"] else "NO",
+                    ]
+                )
+    headers = ["shape", "counter", *(["tree"] if len(trees) > 1 else []), "seconds", "base MB", "peak MB", "chunks", "max chars"]
+    headers += ["max tokens", "joins back"]
+    title = f"chunk_note on hostile notes, budget {BUDGET} tokens, {args.mb:g} MB (many-lines, blank-lines: twice that)"
+    print_table(headers, rows, title)
 
 
 if __name__ == "__main__":
