@@ -291,15 +291,18 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
         title = next((u.headings[0] for u in units if u.is_heading and u.text.startswith("# ")), "") or fallback_title
     note.title = title
 
-    # Lines longer than a piece are cut without being counted whole (a span at a time).
-    short = [u for u in units if len(u.text) <= piece_chars]
+    # A line of more than 3 characters a piece's tokens probably needs cutting (prose runs at
+    # 4-6): it goes straight to the splitter, which counts it a span at a time while cutting,
+    # instead of being counted whole first. The rest are counted in batches.
+    long_line = min(piece_chars, 3 * piece_limit)
+    short = [u for u in units if len(u.text) <= long_line]
     for index in range(0, len(short), COUNT_BATCH):
         batch = short[index : index + COUNT_BATCH]
         for unit, tokens in zip(batch, counter.count([u.text for u in batch]), strict=True):
             unit.tokens = tokens
     expanded: list[_Unit] = []
     for unit in units:
-        if len(unit.text) > piece_chars or unit.tokens > piece_limit:
+        if len(unit.text) > long_line or unit.tokens > piece_limit:
             expanded.extend(_split_line(unit, counter, piece_limit, piece_chars))
         else:
             expanded.append(unit)
