@@ -295,11 +295,13 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     # 4-6): it goes straight to the splitter, which counts it a span at a time while cutting,
     # instead of being counted whole first. The rest are counted in batches.
     long_line = min(piece_chars, 3 * piece_limit)
-    short = [u for u in units if len(u.text) <= long_line]
+    short = list(dict.fromkeys(u.text for u in units if len(u.text) <= long_line))  # each distinct line once
+    counts: dict[str, int] = {}
     for index in range(0, len(short), COUNT_BATCH):
         batch = short[index : index + COUNT_BATCH]
-        for unit, tokens in zip(batch, counter.count([u.text for u in batch]), strict=True):
-            unit.tokens = tokens
+        counts.update(zip(batch, counter.count(batch), strict=True))
+    for unit in units:
+        unit.tokens = counts.get(unit.text, 0)
     expanded: list[_Unit] = []
     for unit in units:
         if len(unit.text) > long_line or unit.tokens > piece_limit:
