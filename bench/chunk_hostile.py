@@ -147,20 +147,24 @@ def main() -> None:
     for shape in args.shape or DEFAULT_SHAPES:
         size = int(args.mb * SHAPES[shape][1] * 1_000_000)
         for counter_name in args.counter or ["wordpiece", "heuristic"]:
-            for tree in trees:  # side by side, so a comparison sees the same load on a shared box
+            # Trees take turns, run after run: on a shared box a comparison then sees the same load.
+            runs: dict[str | None, list] = {tree: [] for tree in trees}
+            for _ in range(args.repeat):
+                for tree in trees:
+                    runs[tree].append(run_child(shape, counter_name, size, tree, args.timeout))
+            for tree in trees:
                 label = [shape, counter_name] + ([os.path.basename(os.path.abspath(tree)) if tree else "this"] if len(trees) > 1 else [])
-                runs = [run_child(shape, counter_name, size, tree, args.timeout) for _ in range(args.repeat)]
-                failed = next((r for r in runs if isinstance(r, str)), None)
+                failed = next((r for r in runs[tree] if isinstance(r, str)), None)
                 if failed:
                     rows.append([*label, "", "", "", "", "", "", failed])
                     continue
-                r = runs[-1]
+                r = runs[tree][-1]
                 rows.append(
                     [
                         *label,
-                        f"{statistics.median(x['seconds'] for x in runs):.2f}",
+                        f"{statistics.median(x['seconds'] for x in runs[tree]):.2f}",
                         f"{r['base']:.0f}",
-                        f"{max(x['peak'] for x in runs):.0f}",
+                        f"{max(x['peak'] for x in runs[tree]):.0f}",
                         f"{r['chunks']:,}",
                         f"{r['max_chars']:,}",
                         f"{r['max_tokens']:,}",
