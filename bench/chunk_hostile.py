@@ -1,11 +1,13 @@
-"""Chunking hostile notes: seconds and peak memory per shape, with both token counters.
+"""Chunking hostile notes: seconds, stalls and peak memory per shape, with both token counters.
 
 Each (shape, counter) pair runs in its own child process: "base" is its RSS just before
 chunking (text built, tokenizer loaded), "peak" its peak RSS during chunking (VmHWM, reset
-first). A child that takes longer than --timeout is stopped and reported as such. After the
-timing, the child checks the chunks: the largest in characters (embed_text) and in tokens
-(recounted with the same counter), and whether they put together give back the note.
-The shapes measured by default are the ones of the hostile-input issue; --shape adds others.
+first), and "stall" the longest another thread of the process (waking every millisecond)
+waited for the GIL meanwhile: what a search in the daemon would wait. A child that takes
+longer than --timeout is stopped and reported as such. After the timing, the child checks
+the chunks: the largest in characters (embed_text) and in tokens (recounted with the same
+counter), and whether they put together give back the note. The shapes measured by default
+are the ones of the hostile-input issue; --shape adds others.
 
     python bench/chunk_hostile.py [--mb 5] [--shape NAME ...] [--counter wordpiece|heuristic ...]
                                   [--tree PATH ...] [--repeat N] [--timeout 120]
@@ -25,6 +27,7 @@ import statistics
 import string
 import subprocess
 import sys
+import threading
 import time
 
 from common import MODEL_DIR, print_table, proc_status_mb
@@ -93,9 +96,22 @@ def child(shape: str, counter_name: str, size: int) -> None:
     with open("/proc/self/clear_refs", "w") as handle:
         handle.write("5")  # resets VmHWM: the peak of building the text is not the chunker's
     base = proc_status_mb("VmRSS")
+    done, gaps = threading.Event(), [0.0]
+
+    def probe() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            gaps[0], last = max(gaps[0], now - last), now
+
+    prober = threading.Thread(target=probe)
+    prober.start()
     started = time.perf_counter()
     note = chunk_note(text, counter, BUDGET)
     seconds = time.perf_counter() - started
+    done.set()
+    prober.join()
     peak = proc_status_mb("VmHWM")
     chunks = note.chunks
     recounted = counter.count([c.embed_text for c in chunks]) if chunks else [0]
@@ -103,6 +119,7 @@ def child(shape: str, counter_name: str, size: int) -> None:
     joined = "".join(c.text.replace("\n", "") for c in chunk_note(text, counter, BUDGET, overlap=0).chunks)
     result = {
         "seconds": seconds,
+        "stall": gaps[0],
         "base": base,
         "peak": peak,
         "chunks": len(chunks),
@@ -156,13 +173,14 @@ def main() -> None:
                 label = [shape, counter_name] + ([os.path.basename(os.path.abspath(tree)) if tree else "this"] if len(trees) > 1 else [])
                 failed = next((r for r in runs[tree] if isinstance(r, str)), None)
                 if failed:
-                    rows.append([*label, "", "", "", "", "", "", failed])
+                    rows.append([*label, "", "", "", "", "", "", "", failed])
                     continue
                 r = runs[tree][-1]
                 rows.append(
                     [
                         *label,
                         f"{statistics.median(x['seconds'] for x in runs[tree]):.2f}",
+                        f"{max(x['stall'] for x in runs[tree]) * 1000:,.0f}",
                         f"{r['base']:.0f}",
                         f"{max(x['peak'] for x in runs[tree]):.0f}",
                         f"{r['chunks']:,}",
@@ -171,8 +189,8 @@ def main() -> None:
                         "yes" if r["joins"] else "NO",
                     ]
                 )
-    headers = ["shape", "counter", *(["tree"] if len(trees) > 1 else []), "seconds", "base MB", "peak MB", "chunks", "max chars"]
-    headers += ["max tokens", "joins back"]
+    headers = ["shape", "counter", *(["tree"] if len(trees) > 1 else []), "seconds", "stall ms", "base MB", "peak MB"]
+    headers += ["chunks", "max chars", "max tokens", "joins back"]
     title = f"chunk_note on hostile notes, budget {BUDGET} tokens, {args.mb:g} MB (many-lines, blank-lines: twice that)"
     print_table(headers, rows, title)
 
