@@ -29,7 +29,8 @@ from .vault import DiskFile, display_path, is_conflict_copy, memory_type, read_n
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 2  # 2: notes with no body get a title chunk
+# 2: chunks bounded in characters too, front matter after a BOM; 3: notes with no body get a title chunk
+CHUNKER_VERSION = 3
 # Pending chunks per embedding round (the model sees them in config.batch_size batches).
 # Small rounds let the daemon slip a freshly saved note in between (under a second each here).
 EMBED_ROUND = 8
