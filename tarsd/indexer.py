@@ -153,7 +153,8 @@ class Indexer:
                     if self.stop.is_set():
                         break
                     if urgent is not None and urgent.waiting():
-                        self._sync_urgent(urgent, batch, chunking, fingerprint)
+                        for path in self._sync_urgent(urgent, batch, chunking, fingerprint):
+                            known[path] = self.store.file_state(path)  # the snapshot of this sync is stale for it
                     batch.tick()
                     self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, full, report)
                     if whole_vault:
@@ -189,11 +190,12 @@ class Indexer:
         gone = [p for p, d in disk_files if d is None and p in known]
         return [d for _, d in disk_files if d is not None], known, gone
 
-    def _sync_urgent(self, urgent: UrgentPaths, batch, chunking, fingerprint: str | None) -> None:
-        """Commit saves that became due while a long sync runs, so they never wait for its end."""
+    def _sync_urgent(self, urgent: UrgentPaths, batch, chunking, fingerprint: str | None) -> list[str]:
+        """Commit saves that became due while a long sync runs, so they never wait for its end.
+        Returns the paths (as stored) it synced."""
         paths = urgent.take()
         if not paths:
-            return
+            return []
         report = SyncReport()
         try:
             todo, known, gone = self._look_up(paths)
@@ -207,6 +209,7 @@ class Indexer:
             urgent.finished(paths)
         if report.indexed:
             log.info("synced %d saved path(s) during a longer sync", report.indexed)
+        return [disk_file.path for disk_file in todo] + gone
 
     def _sync_file(
         self, disk: DiskFile, state: FileState | None, chunking, fingerprint: str | None, full: bool, report: SyncReport
@@ -271,7 +274,7 @@ class Indexer:
             problem=note.problem,
             links=links,
         )
-        self.store.replace_file(meta, parsed.chunks, cached, replacing=state is not None)
+        self.store.replace_file(meta, parsed.chunks, cached)
         report.indexed += 1
         report.chunks += len(parsed.chunks)
         report.vectors_from_cache += sum(1 for c in parsed.chunks if c.content_hash in cached)

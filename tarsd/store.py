@@ -563,10 +563,10 @@ class Store:
             "INSERT OR IGNORE INTO note_aliases(file_id, alias) VALUES (?, ?)", [(file_id, a) for a in meta.aliases if a.strip()]
         )
 
-    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes], replacing: bool = True) -> int:
+    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes]) -> int:
         """Write a file's new chunks in one transaction. Chunks whose vectors are in
         ``cached`` (by content hash) get them at once; the rest are left pending.
-        ``replacing=False`` says the file had no rows yet. Returns the number left pending."""
+        Any rows the file had are replaced. Returns the number left pending."""
         indexed_at = time.time()
         with self._writing():
             has_vectors = self.has_vector_table()
@@ -597,9 +597,10 @@ class Store:
                     meta.problem,
                 ),
             ).fetchall()[0][0]
-            if replacing:
-                self._delete_chunks(file_id)
-                self._delete_note_graph(file_id)
+            # Always: a caller's idea of whether the file was indexed may be stale (a save
+            # committed in the middle of a long sync).
+            self._delete_chunks(file_id)
+            self._delete_note_graph(file_id)
             self._insert_note_graph(file_id, meta)
             title_terms = index_text(" ".join([meta.title, *meta.aliases, *meta.tags, meta.path.rsplit("/", 1)[-1].removesuffix(".md")]))
             first_id = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchall()[0][0]

@@ -267,3 +267,33 @@ def test_paths_outside_the_vault_are_refused(make_engine, vault, tmp_path):
             engine.indexer.sync(paths=[path])
     write(vault, "sub/a.md", "tomatoes")
     assert engine.indexer.sync(paths=[str(vault / "sub" / "a.md"), "sub/../sub/a.md"]).indexed == 1
+
+
+class SavesDuringTheSync:
+    """Hands the indexer a few "just saved" paths on its first check between files, as the
+    daemon's queue does when notes are saved in the middle of a long sync."""
+
+    def __init__(self, paths: list[str]):
+        self.paths, self.finished_paths = paths, []
+
+    def waiting(self) -> bool:
+        return bool(self.paths)
+
+    def take(self) -> list[str]:
+        taken, self.paths = self.paths, []
+        return taken
+
+    def finished(self, paths: list[str]) -> None:
+        self.finished_paths.extend(paths)
+
+
+def test_saves_committed_in_the_middle_of_a_long_sync_are_not_indexed_twice(make_engine, vault):
+    engine = make_engine(kind="none")
+    for i in range(40):
+        write(vault, f"n{i:02}.md", f"# Note {i}\n\nmarker{i}\n")
+    urgent = SavesDuringTheSync(["n35.md", "n05.md"])  # one the sync has not reached yet, one it has
+    engine.indexer.sync(embed=False, urgent=urgent)
+    assert urgent.finished_paths == ["n35.md", "n05.md"]
+    counts = consistent(engine)
+    assert counts["files"] == counts["chunks"] == 40
+    assert paths(engine, "marker35") == ["n35.md"]
