@@ -337,3 +337,66 @@ def test_temp_files_left_by_a_killed_daemon_are_cleaned(start_daemon, vault):
     wait_for(lambda: not any(p.exists() for p in litter), "the litter to be removed")
     assert all(p.exists() for p in keep)
     assert "removed 3 temp file(s)" in daemon.log.read_text()
+
+
+# ---- everything at once ----
+
+
+def test_a_hostile_vault_is_indexed_in_one_run_with_a_reason_for_every_skip(start_daemon, vault, tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret outside the vault")
+    notes = {
+        "plain.md": "# Plain\n\ntomatoes\n",
+        "bom-crlf.md": "\ufeff---\r\ntitle: Windows Note\r\ntags: [crlf]\r\n---\r\n# Heading\r\n\r\ntomatoes\r\n",
+        "long-line.md": "# Long\n\n" + "x" * 5_000_000 + "\n",
+        "new\nline.md": "a name with a newline, tomatoes\n",
+        "/".join(["deep"] * 60) + "/bottom.md": "tomatoes at the bottom\n",
+    }
+    for rel, text in notes.items():
+        path = vault / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (vault / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00 tomatoes")
+    (vault / "latin1.md").write_bytes("Caf\xe9 tomatoes".encode("latin-1"))
+    (vault / "nul.md").write_bytes(b"tomatoes\x00and a NUL")
+    with open(vault / "huge.md", "wb") as handle:
+        handle.write(b"tomatoes " * (50_000_000 // 9))  # 50 MB: over the 10 MB limit
+    (vault / LATIN1_NAME).write_text("odd name")
+    os.symlink("loop.md", vault / "loop.md")
+    os.symlink(outside, vault / "outside-link.md")
+    os.mkfifo(vault / "fifo.md")
+    (vault / "becomes-folder.md").write_text("first a file")
+
+    daemon = start_daemon()
+    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan", deadline=180)
+    (vault / "becomes-folder.md").unlink()
+    (vault / "becomes-folder.md").mkdir()
+    (vault / "becomes-folder.md" / "inside.md").write_text("tomatoes inside the folder")
+    assert daemon.tarsctl("index", timeout=180).returncode == 0
+
+    status = daemon.status()
+    problems = {path: (kind, reason) for path, kind, reason in status.problems}
+    expected_skips = {
+        "binary.md": "binary",
+        "huge.md": "too large",
+        "caf\\xe9.md": "not valid UTF-8",
+        "loop.md": "loop",
+        "outside-link.md": "outside the vault",
+        "fifo.md": "FIFO",
+        "nul.md": "binary",
+    }
+    for path, reason in expected_skips.items():
+        assert problems[path][0] == "skipped" and reason in problems[path][1], (path, problems.get(path))
+    assert problems["latin1.md"][0] == "repaired"
+    on_disk = len(notes) + 2 + len(expected_skips)  # + latin1 + becomes-folder/inside
+    assert status.counts["files"] + status.counts["skipped"] == on_disk == status.coverage.notes_on_disk
+    assert status.counts["chunks"] == status.counts["fts_rows"]
+    assert "becomes-folder.md" not in problems and daemon.search("inside the folder") == ["becomes-folder.md/inside.md"]
+    found = set(daemon.search("tomatoes", limit=100))
+    assert {"plain.md", "bom-crlf.md", "new\nline.md", "/".join(["deep"] * 60) + "/bottom.md", "latin1.md"} <= found
+    assert daemon.search("secret outside") == []
+    assert "Windows Note" in daemon.tarsctl("search", "windows note", "--mode", "fts").stdout
+    files = daemon.tarsctl("status", "--files").stdout
+    assert all(path in files for path in expected_skips)
+    no_traceback(daemon)
+    assert daemon.tarsctl("ping").returncode == 0
