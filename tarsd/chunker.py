@@ -408,21 +408,43 @@ class HeuristicCounter:
     at the median on the Dendron and SciFact texts); it is an estimate, so Ollama is also
     told never to truncate (truncate=false), and a failure is reported, not hidden."""
 
-    fingerprint = "heuristic-v3"
+    fingerprint = "heuristic-v4"
     additive = True
-    _DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
+    _PUNCTUATION = string.punctuation.encode()
+    _LONG_WORD = re.compile(rb"\S{7,}")
 
     def count(self, texts: list[str]) -> list[int]:
         counts = []
         for text in texts:
-            words = text.split()
-            punctuation = len(text) - len(text.translate(self._DROP_PUNCTUATION))
+            data = text.encode("utf-8", "surrogatepass")
+            words = len(data.split())
+            punctuation = len(data) - len(data.translate(None, self._PUNCTUATION))
             # Rounded up, so the counts of lines add up to no less than the count of their join.
-            non_ascii = -(-(len(text.encode("utf-8", "surrogatepass")) - len(text)) // 2)
-            counts.append(len(words) + punctuation + non_ascii + sum(n // 3 for n in map(len, words) if n > 6))
+            non_ascii = -(-(len(data) - len(text)) // 2)
+            long_words = -(-sum(map(len, self._LONG_WORD.findall(data))) // 3)
+            counts.append(words + punctuation + non_ascii + long_words)
         return counts
 
-    def token_ends(self, text: str) -> list[int]:
-        # Spread evenly over the text: the splitter counts every piece it cuts again.
-        total = self.count([text])[0]
-        return [len(text) * (i + 1) // total for i in range(total)]
+    def token_ends(self, text: str) -> Sequence[int]:
+        # Spread evenly over the text (the splitter counts every piece it cuts again), and
+        # computed when asked: the splitter only bisects into it.
+        return _EvenEnds(len(text), self.count([text])[0])
+
+
+class _EvenEnds(Sequence):
+    """Token end offsets spread evenly: ``length * (i + 1) // total`` for token i."""
+
+    def __init__(self, length: int, total: int):
+        self.length, self.total = length, total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.total))]
+        if index < 0:
+            index += self.total
+        if not 0 <= index < self.total:
+            raise IndexError(index)
+        return self.length * (index + 1) // self.total

@@ -9,23 +9,23 @@ transaction, so a slow model never blocks readers or the next file.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .chunker import Chunk, chunk_note, parse_front_matter
 from .config import Config
 from .embed import Embedder, EmbedderUnavailable
-from .links import parse_links
 from .store import FileMeta, FileState, Store
-from .tags import parse_tags
-from .vault import DiskFile, display_path, is_conflict_copy, memory_type, read_note, stat_note, walk
+from .preparing import Preparer, prepare_note
+from .vault import DiskFile, NoteContent, display_path, is_conflict_copy, memory_type, read_note, stat_note, walk
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,15 @@ CHUNKER_VERSION = 3
 EMBED_ROUND = 8
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+# Notes prepared ahead of the one being written, during a long sync.
+PREPARED_WINDOW = 64
+
+
+@dataclass(slots=True)
+class _Prepared:
+    disk: DiskFile
+    note: NoteContent
+    future: Future  # of a PreparedNote
 
 
 class UrgentPaths(Protocol):
@@ -147,6 +156,8 @@ class Indexer:
             todo, known, gone = self._look_up(paths)
 
         report.scanned = len(todo)
+        preparer = Preparer(chunking[0], chunking[1], self.config.index.overlap, self._notes_to_chunk(todo, known, chunking, full))
+        window: deque[_Prepared] = deque()  # notes being prepared, written in order
         try:
             with self.store.batch() as batch:
                 for done, disk_file in enumerate(todo, 1):
@@ -156,11 +167,18 @@ class Indexer:
                         for path in self._sync_urgent(urgent, batch, chunking, fingerprint):
                             known[path] = self.store.file_state(path)  # the snapshot of this sync is stale for it
                     batch.tick()
-                    self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, full, report)
+                    note = self._examine(disk_file, known.get(disk_file.path), chunking, full, report)
+                    if note is not None:
+                        window.append(_Prepared(disk_file, note, preparer.submit(note.text, disk_file.path)))
+                    while window and (len(window) >= PREPARED_WINDOW or window[0].future.done()):
+                        self._write(window.popleft(), chunking, fingerprint, report)
                     if whole_vault:
                         self.scan_done = done
                     if progress and (done % 200 == 0 or done == len(todo)):
                         progress("scan", done, len(todo))
+                while window and not self.stop.is_set():
+                    batch.tick()
+                    self._write(window.popleft(), chunking, fingerprint, report)
                 for path in gone:
                     if self.stop.is_set():
                         break
@@ -168,6 +186,7 @@ class Indexer:
                     if self.store.delete_file(path):
                         report.deleted += 1
         finally:
+            preparer.close()
             if whole_vault:
                 self.scan_total = None
         if whole_vault and not self.stop.is_set():
@@ -214,9 +233,31 @@ class Indexer:
     def _sync_file(
         self, disk: DiskFile, state: FileState | None, chunking, fingerprint: str | None, full: bool, report: SyncReport
     ) -> None:
-        counter, budget, chunker_fp = chunking
+        """One note, start to finish, in place."""
+        note = self._examine(disk, state, chunking, full, report)
+        if note is not None:
+            counter, budget, _ = chunking
+            future: Future = Future()
+            try:
+                future.set_result(prepare_note(note.text, disk.path, counter, budget, self.config.index.overlap))
+            except Exception as exc:
+                future.set_exception(exc)
+            self._write(_Prepared(disk, note, future), chunking, fingerprint, report)
+
+    def _notes_to_chunk(self, todo: list[DiskFile], known: dict[str, FileState], chunking, full: bool) -> int:
+        """How many of ``todo`` look changed (by stat): decides whether preparing them is worth workers."""
+        chunker = chunking[2]
+        return sum(
+            1
+            for d in todo
+            if full or (s := known.get(d.path)) is None or (s.mtime_ns, s.size) != (d.mtime_ns, d.size) or s.chunker != chunker
+        )
+
+    def _examine(self, disk: DiskFile, state: FileState | None, chunking, full: bool, report: SyncReport) -> NoteContent | None:
+        """Settle what needs no chunking (unchanged, touched, skipped, vanished); return the
+        note's content when it must be chunked."""
+        chunker_fp = chunking[2]
         path = disk.path
-        kind = memory_type(path, self.config.vault)
         fresh_chunking = state is not None and state.chunker == chunker_fp
         if (
             not full
@@ -225,59 +266,65 @@ class Indexer:
             and (fresh_chunking or state.skipped)
         ):
             report.unchanged += 1
-            return
+            return None
+        kind = memory_type(path, self.config.vault)
         if disk.problem is not None:  # a symlink, a FIFO, an undecodable name: never read
             self.store.record_skipped(path, disk.mtime_ns, disk.size, None, disk.problem, kind)
             report.skipped += 1
             report.problems[path] = disk.problem
-            return
+            return None
         note = read_note(self.root, path, self.max_bytes)
         if note.text is None:
             if note.problem == "vanished before it could be read":
                 if self.store.delete_file(path):
                     report.deleted += 1
-                return
+                return None
             self.store.record_skipped(path, disk.mtime_ns, disk.size, note.content_hash, note.problem or "unreadable", kind)
             report.skipped += 1
             report.problems[path] = note.problem or "unreadable"
-            return
+            return None
         if not full and state is not None and not state.skipped and fresh_chunking and state.content_hash == note.content_hash:
             self.store.touch_file(path, disk.mtime_ns, disk.size)
             report.touched += 1
-            return
+            return None
+        return note
+
+    def _write(self, prepared: _Prepared, chunking, fingerprint: str | None, report: SyncReport) -> None:
+        disk, note = prepared.disk, prepared.note
+        path = disk.path
+        kind = memory_type(path, self.config.vault)
         try:
-            parsed = chunk_note(note.text, counter, budget, self.config.index.overlap, fallback_title=Path(path).stem)
-            lines = note.text.splitlines()
-            links = parse_links(lines, 1, path)
-            tags = list(dict.fromkeys([*parsed.tags, *parse_tags(lines)]))
-            if not parsed.chunks:
-                parsed.chunks.append(_title_chunk(parsed.title, lines))
+            try:
+                ready = prepared.future.result()
+            except BrokenProcessPool:  # the worker died, not the note's fault: prepare it here
+                counter, budget, _ = chunking
+                ready = prepare_note(note.text, path, counter, budget, self.config.index.overlap)
         except Exception as exc:  # a note that defeats the chunker must not stop the sync
-            log.exception("cannot chunk %s", path)
+            log.error("cannot chunk %s: %s: %s", path, type(exc).__name__, exc)
             problem = f"could not be chunked: {exc}"
             self.store.record_skipped(path, disk.mtime_ns, disk.size, note.content_hash, problem, kind)
             report.skipped += 1
             report.problems[path] = problem
             return
-        cached = self.store.cached_vectors(fingerprint, (c.content_hash for c in parsed.chunks))
+        cached = self.store.cached_vectors(fingerprint, (c.content_hash for c in ready.chunks))
         meta = FileMeta(
             path=path,
-            title=parsed.title,
+            title=ready.title,
             memory_type=kind,
             content_hash=note.content_hash,
             mtime_ns=disk.mtime_ns,
             size=disk.size,
-            chunker=chunker_fp,
-            tags=tags,
-            aliases=parsed.aliases,
+            chunker=chunking[2],
+            tags=ready.tags,
+            aliases=ready.aliases,
             conflict=is_conflict_copy(path),
             problem=note.problem,
-            links=links,
+            links=ready.links,
         )
-        self.store.replace_file(meta, parsed.chunks, cached)
+        self.store.replace_file(meta, ready.chunks, cached)
         report.indexed += 1
-        report.chunks += len(parsed.chunks)
-        report.vectors_from_cache += sum(1 for c in parsed.chunks if c.content_hash in cached)
+        report.chunks += len(ready.chunks)
+        report.vectors_from_cache += sum(1 for c in ready.chunks if c.content_hash in cached)
         if note.problem:
             report.problems[path] = note.problem
 
@@ -323,24 +370,6 @@ class Indexer:
             if progress:
                 progress("embed", min(done, total), total)
         return report.vectors_embedded
-
-
-def _title_chunk(title: str, lines: list[str]) -> Chunk:
-    """The one chunk of a note with no body (front matter only, or empty): its title, and its
-    description when the front matter has one, so it can be found by name like any note."""
-    front, end = parse_front_matter(lines)
-    about = next((str(front[key]).strip() for key in ("description", "desc", "summary") if front.get(key)), "")
-    text = "\n".join(part for part in (title, about) if part)
-    return Chunk(
-        seq=0,
-        start_line=1,
-        end_line=max(1, end),
-        heading_path="",
-        text=text,
-        embed_text=text,
-        content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        tokens=0,
-    )
 
 
 def _relative(root: Path, path: str) -> str:

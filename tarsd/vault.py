@@ -211,10 +211,13 @@ def read_note(root: Path, rel_path: str, max_bytes: int) -> NoteContent:
             return NoteContent(None, None, "became a symlink since the scan: never read")
         return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return NoteContent(None, None, "not a regular file: never read")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(max_bytes + 1)
+        data = os.read(fd, min(info.st_size, max_bytes) + 1)
+        # Less than asked for is the end of the file; a full read means it grew since fstat.
+        while info.st_size < len(data) <= max_bytes and (more := os.read(fd, max_bytes + 1 - len(data))):
+            data += more
     except OSError as exc:
         return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
     finally:

@@ -259,7 +259,8 @@ def test_a_long_line_keeps_its_line_numbers_among_others(counter):
     for chunk in note.chunks:
         assert chunk.text in lines_of(text, chunk)
     assert sum(1 for c in note.chunks if c.start_line == c.end_line == 5) > 1
-    assert note.chunks[-1].heading_path == "Top > Next"
+    assert note.chunks[-1].end_line == 8
+    assert all(c.heading_path == "Top > Next" for c in note.chunks if c.start_line >= 7)
 
 
 def test_lines_of_no_tokens_make_chunks_within_the_character_bound(counter):

@@ -4,6 +4,7 @@ calls, tool results) and converted to each provider's own format when sent."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -52,12 +53,13 @@ _decode = msgspec.json.Decoder(ChatMessage).decode
 
 
 class ConversationStore:
-    """The conversation tables (schema version 2 in store.py), on the store's connection."""
+    """The conversation tables (schema version 2 in store.py), on a connection of their own:
+    a message is committed on its own, never inside an indexing batch that might roll back."""
 
     def __init__(self, store: Store):
         self.store = store
-        self.conn = store.conn
-        self.lock = store.lock
+        self.conn = store.writer_connection()
+        self.lock = threading.RLock()
 
     def load(self, conversation_id: str) -> Conversation:
         with self.lock, self.conn:
