@@ -38,10 +38,13 @@ from tarsctl.protocol import (
     Error,
     Feedback,
     FeedbackSaved,
+    Forget,
+    Forgotten,
     Hello,
     Hit,
     Index,
     IndexDone,
+    MemoryCandidate,
     Message,
     Ping,
     Pong,
@@ -65,6 +68,7 @@ from tarsctl.protocol import (
 
 from . import __version__
 from .chat.providers import ProviderError
+from .chat.tools import tool_summary
 from .search import MODES, SearchError
 from .sync_queue import SyncFailed
 from .vault import MEMORY_TYPES
@@ -74,7 +78,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES = ["search", "index", "status", "progress", "stop", "chat", "cancel", "remember", "feedback", "review"]
+CAPABILITIES = [
+    "search",
+    "index",
+    "status",
+    "progress",
+    "stop",
+    "chat",
+    "cancel",
+    "remember",
+    "feedback",
+    "review",
+    "forget",
+    "remember_modes",
+]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
 VECTOR_PROGRESS_SECONDS = 0.5
@@ -239,6 +256,7 @@ class Server:
             Cancel: self._cancel,
             EndConversation: self._end_conversation,
             Remember: self._remember,
+            Forget: self._forget,
             Feedback: self._feedback,
             Review: self._review,
             ApplyReview: self._apply_review,
@@ -413,8 +431,32 @@ class Server:
         yield ConversationEnded(id=request.id, session_log=result.session_log, warnings=result.warnings)
 
     async def _remember(self, request: Remember, _connection: _Connection) -> AsyncIterator[Message]:
-        done = await asyncio.to_thread(self.daemon.assistant.remember, request.fact, request.kind, request.section)
-        yield Remembered(id=request.id, added=done.added, path=done.path, section=done.section, duplicate_of=done.duplicate_of)
+        done = await asyncio.to_thread(
+            self.daemon.assistant.remember,
+            request.fact,
+            request.kind,
+            request.section,
+            request.mode,
+            request.replace_line,
+            request.conversation,
+        )
+        yield Remembered(
+            id=request.id,
+            added=done.added,
+            path=done.path,
+            section=done.section,
+            duplicate_of=done.duplicate_of,
+            status=done.status,
+            similar=done.similar,
+            reason=done.reason,
+            replaced=done.replaced,
+            line=done.line,
+        )
+
+    async def _forget(self, request: Forget, _connection: _Connection) -> AsyncIterator[Message]:
+        done = await asyncio.to_thread(self.daemon.assistant.forget, request.text, request.kind, request.confirm_line, request.limit)
+        candidates = [MemoryCandidate(c.line, c.section, c.line_number, c.score, c.provenance) for c in done.candidates]
+        yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed)
 
     async def _feedback(self, request: Feedback, _connection: _Connection) -> AsyncIterator[Message]:
         path = await asyncio.to_thread(self.daemon.assistant.feedback, request.conversation, request.good, request.note)
@@ -605,7 +647,13 @@ class Server:
                 yield ToolActivity(id=request.id, phase="call", name=value.name, arguments=value.arguments)
             else:
                 call, output = value
-                yield ToolActivity(id=request.id, phase="result", name=call.name, result=output[:TOOL_RESULT_PREVIEW])
+                yield ToolActivity(
+                    id=request.id,
+                    phase="result",
+                    name=call.name,
+                    result=output[:TOOL_RESULT_PREVIEW],
+                    summary=tool_summary(call.name, output),
+                )
         result = job.result()  # raises ProviderError etc. for _dispatch to answer
         yield ChatDone(
             id=request.id,

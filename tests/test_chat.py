@@ -11,6 +11,7 @@ import pytest
 from conftest import write
 from tarsd.chat.assistant import TOOL_BUDGET_NOTE, Assistant
 from tarsd.chat.providers import ProviderError
+from tarsd.provenance import new_stamp
 
 PERRY = "# Pets\n\nPerry is Sam's beagle; he loves the beach at Dollymount.\n"
 
@@ -96,20 +97,24 @@ def test_remember_lands_in_memory_and_is_found_by_the_next_search(make_assistant
     assistant = make_assistant()
     assistant.chat("cli", "remember that I love lapsang souchong")
     memory = (vault / "Memory.md").read_text()
-    assert memory == "# Core\n- Name: Sam\n\n# Preferences\n- Editor: Neovim\n- Favourite tea: lapsang souchong\n"
+    stamp = new_stamp("cli").render()  # provenance: the date and the conversation
+    assert memory == f"# Core\n- Name: Sam\n\n# Preferences\n- Editor: Neovim\n- Favourite tea: lapsang souchong {stamp}\n"
     assert [r.path for r in assistant.engine.searcher.search("lapsang", mode="fts").results] == ["Memory.md"]
-    assert json.loads(tool_results(fake_ollama.bodies("/api/chat")[1])[0]) == {"added": True, "file": "Memory.md", "section": "Preferences"}
+    assert json.loads(tool_results(fake_ollama.bodies("/api/chat")[1])[0]) == {"status": "added", "file": "Memory.md", "section": "Preferences"}
 
 
-def test_user_triggered_remember_skips_near_duplicates(make_assistant, vault):
+def test_user_triggered_remember_skips_duplicates_and_asks_about_updates(make_assistant, vault):
     write(vault, "Memory.md", "# Core\n- Name: Sam\n\n# Pets\n- Dog: Perry (beagle)\n")
     assistant = make_assistant(kind="local")
-    first = assistant.remember("my dog's name is Perry")
-    assert not first.added and first.duplicate_of == "Dog: Perry (beagle)"
+    assert assistant.engine.embedder.wait_ready()
+    first = assistant.remember("my dog's name is Perry")  # says less than the line: not a restatement
+    assert first.status == "possible_update" and first.similar == "Dog: Perry (beagle)" and "beagle" in first.reason
+    same = assistant.remember("Dog: Perry (a beagle)")
+    assert same.status == "duplicate" and same.duplicate_of == "Dog: Perry (beagle)"
     added = assistant.remember("My cat is called Luna")
     assert added.added and added.section == "Pets"  # the section holding the most similar fact
     again = assistant.remember("my cat is called Luna!")
-    assert not again.added
+    assert again.status == "duplicate" and not again.added
     rule = assistant.remember("Answer in British English", kind="procedural")
     assert rule.added and "- Answer in British English" in (vault / "Procedural.md").read_text()
     assert [r.path for r in assistant.engine.searcher.search("Luna", mode="fts").results] == ["Memory.md"]
@@ -121,7 +126,7 @@ def test_memory_writes_keep_an_edit_made_meanwhile(make_assistant, vault):
     # The file is re-read right before writing: an edit saved in Obsidian is kept.
     (vault / "Memory.md").write_text("# Core\n- Name: Sam\n- Town: Dublin\n", encoding="utf-8")
     assistant.remember("Loves sea swimming", section="Core")
-    assert (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n- Town: Dublin\n- Loves sea swimming\n"
+    assert (vault / "Memory.md").read_text() == f"# Core\n- Name: Sam\n- Town: Dublin\n- Loves sea swimming {new_stamp().render()}\n"
     assert not list(vault.glob(".*tars-tmp"))
 
 
@@ -337,4 +342,4 @@ def test_unknown_tools_and_bad_arguments_are_answered_not_raised(make_assistant,
 def test_memory_status_warns_when_memory_grows(make_assistant, vault):
     write(vault, "Memory.md", "# Core\n" + "".join(f"- fact number {i}\n" for i in range(120)))
     [warning] = make_assistant().warnings()
-    assert "Memory.md has 121 lines" in warning and "trim it" in warning
+    assert "the Core section of Memory.md has 121 lines" in warning and "trim it" in warning
