@@ -261,7 +261,7 @@ def remember(
         where = f" under {reply.section}" if reply.section else ""
         print(f"{reply.path} has a similar line{where}:\n  {reply.similar}", file=out)
         if reply.reason:
-            print(f"  ({reply.reason})", file=out)
+            print(f"  differs: {reply.reason}", file=out)
         if ask is None:
             print("tarsctl: not asking (not a terminal): add --replace to replace that line, or --force to keep both", file=err)
             return EXIT_USAGE
