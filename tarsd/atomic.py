@@ -1,12 +1,13 @@
 """Atomic updates of files the user edits too (memory files, feedback, session logs).
 
-An update re-reads the file, applies the change, writes a temp file beside it and puts it in
-place in one step. Where the system can (Linux renameat2 RENAME_EXCHANGE, macOS renamex_np
-RENAME_SWAP), the temp file is *swapped* with the original rather than renamed over it: the
-version swapped out is then checked to be the one the change was made from. If an editor
-saved in between, its version is the one swapped out; nothing of it is lost: the change is
-made again on it and swapped in. (A plain check-then-rename leaves a gap of a few
-microseconds where an editor's save is overwritten unseen; the swap closes it.)
+An update re-reads the file, applies the change, writes a temp file beside it (fsynced) and
+puts it in place in one step, if the file is still the version the change was made from;
+otherwise the change is made again on the new version. A check followed by a rename leaves
+a gap of microseconds in which an editor's save is overwritten unseen. Where the system can
+(Linux renameat2 RENAME_EXCHANGE, macOS renamex_np RENAME_SWAP) the temp file is therefore
+*swapped* with the original, and the version swapped out is checked: if an editor's save
+landed in the gap, it is swapped straight back and the change made again on it, so nothing
+of it is lost.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import ctypes
 import errno
 import logging
 import os
+import random
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,10 +87,15 @@ _exchange = _exchange_function()
 _NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EPERM}
 
 
+# An editor saving every few milliseconds can beat a write a few times in a row (each takes an
+# fsync, ~4 ms here); after the first collisions a short random pause breaks the rhythm.
+ATTEMPTS = 40
+
+
 def atomic_update(
     path: Path,
     change: Callable[[str], str | None],
-    attempts: int = 5,
+    attempts: int = ATTEMPTS,
     *,
     repair: Repair | None = None,
     written: Written | None = None,
@@ -102,7 +110,9 @@ def atomic_update(
     path.parent.mkdir(parents=True, exist_ok=True)
     text, st = read_version(path)
     expected = _stamp(st)  # what should be at `path` when ours goes in
-    for _ in range(attempts):
+    for attempt in range(attempts):
+        if attempt >= 2:
+            time.sleep(random.uniform(0.0, 0.002 * min(attempt, 5)))
         base = repair(text, st) if repair is not None else text
         new = change(base)
         if new is None:
@@ -124,10 +134,8 @@ def atomic_update(
                 if written is not None:
                     written(ours)
                 return new
-            # Someone else's version was there: start again from it.
-            text, st, expected = placed
-            if expected == "ours":
-                expected = _stamp(ours)
+            text, st = placed  # someone else's version is there: start again from it
+            expected = _stamp(st)
         finally:
             if os.path.exists(temp):
                 os.unlink(temp)
@@ -135,33 +143,38 @@ def atomic_update(
 
 
 def _put_in_place(temp: str, path: Path, expected: tuple[int, int, int] | None):
-    """True when ``temp`` replaced the version ``expected``; otherwise (text, stat, what is
-    at ``path`` now: a stamp, or "ours" when our temp file went in anyway)."""
+    """True when ``temp`` replaced the version ``expected``; otherwise the (text, stat) of
+    the version found in its place, which stays in place."""
     global _exchange
     if expected is None:
         try:
             os.link(temp, path)  # create, never overwrite one made meanwhile
             return True
         except FileExistsError:
-            text, st = read_version(path)
-            return text, st, _stamp(st)
+            return read_version(path)
+    # Saved meanwhile (most collisions, during our write and fsync): nothing is swapped.
+    try:
+        if _stamp(os.stat(path)) != expected:
+            return read_version(path)
+    except FileNotFoundError:
+        return "", None
     if _exchange is not None:
         try:
             _exchange(temp, str(path))
         except OSError as exc:
             if exc.errno == errno.ENOENT:  # deleted meanwhile: create it again
-                return "", None, None
+                return "", None
             if exc.errno not in _NO_EXCHANGE:
                 raise
             log.info("atomic swap not supported for %s (%s): using a rename", path, exc.strerror)
             _exchange = None
         else:
-            displaced, st = read_version(Path(temp))
+            _, st = read_version(Path(temp))
             if _stamp(st) == expected:
                 return True
-            return displaced, st, "ours"  # an editor saved in between: our file is in, made from an older version
-    text, st = read_version(path)
-    if _stamp(st) != expected:
-        return text, st, _stamp(st)
+            # An editor saved in the microseconds between the check and the swap: its version
+            # was swapped out. Swap it straight back, and start again from it.
+            _exchange(temp, str(path))
+            return read_version(path)
     os.replace(temp, path)
     return True

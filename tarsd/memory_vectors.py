@@ -196,7 +196,9 @@ class LineVectors:
             self._queue.update(texts)
             if self._worker is not None:
                 return  # the running thread takes them (it only stops under this lock, queue empty)
-            self._worker = threading.Thread(target=self._work, name="memory-vectors", daemon=True)
+            # Not a daemon thread: one killed inside onnxruntime at interpreter exit aborts the
+            # process. It stops at the next batch once the main thread has finished.
+            self._worker = threading.Thread(target=self._work, name="memory-vectors")
             self._worker.start()
 
     def _work(self) -> None:
@@ -206,7 +208,8 @@ class LineVectors:
                 for h in batch:
                     del self._queue[h]
                 fingerprint = self._fingerprint
-                if not batch or self._closed or fingerprint is None or fingerprint != self.embedder.fingerprint:
+                stopping = self._closed or not threading.main_thread().is_alive()
+                if not batch or stopping or fingerprint is None or fingerprint != self.embedder.fingerprint:
                     self._queue.clear()
                     self._worker = None
                     return

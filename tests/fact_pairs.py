@@ -110,3 +110,16 @@ PAIRS: list[tuple[str, str, str]] = [
 ]
 
 CHANGED = ("update", "contradiction")
+
+# Restatements beyond the normaliser's reach (other words for the same thing). Not in the
+# acceptance set: bench/memory_bench.py reports how they fare (offered as possible updates at
+# best, with the model; never refused as duplicates).
+HARD_RESTATEMENTS: list[tuple[str, str, str]] = [
+    ("I work as a nurse", "My job is nursing", "restatement"),
+    ("I'm a vegetarian", "I don't eat meat", "restatement"),
+    ("Home town: Galway", "I grew up in Galway", "restatement"),
+    ("Coffee: black, no sugar", "I take my coffee black without sugar", "restatement"),
+    ("Car: blue Toyota Corolla", "I drive a blue Toyota Corolla", "restatement"),
+    ("Hometown is Galway", "Home town is Galway", "restatement"),
+    ("Married to Anna", "My wife is Anna", "restatement"),
+]

@@ -100,7 +100,11 @@ def test_remember_lands_in_memory_and_is_found_by_the_next_search(make_assistant
     stamp = new_stamp("cli").render()  # provenance: the date and the conversation
     assert memory == f"# Core\n- Name: Sam\n\n# Preferences\n- Editor: Neovim\n- Favourite tea: lapsang souchong {stamp}\n"
     assert [r.path for r in assistant.engine.searcher.search("lapsang", mode="fts").results] == ["Memory.md"]
-    assert json.loads(tool_results(fake_ollama.bodies("/api/chat")[1])[0]) == {"status": "added", "file": "Memory.md", "section": "Preferences"}
+    assert json.loads(tool_results(fake_ollama.bodies("/api/chat")[1])[0]) == {
+        "status": "added",
+        "file": "Memory.md",
+        "section": "Preferences",
+    }
 
 
 def test_user_triggered_remember_skips_duplicates_and_asks_about_updates(make_assistant, vault):
@@ -343,3 +347,58 @@ def test_memory_status_warns_when_memory_grows(make_assistant, vault):
     write(vault, "Memory.md", "# Core\n" + "".join(f"- fact number {i}\n" for i in range(120)))
     [warning] = make_assistant().warnings()
     assert "the Core section of Memory.md has 121 lines" in warning and "trim it" in warning
+
+
+TOPICS = {
+    "Garden": ["tomatoes", "compost", "roses", "greenhouse", "seedlings", "lettuce"],
+    "Cars": ["Corolla", "tyres", "mechanic", "diesel", "insurance", "windscreen"],
+    "Music": ["piano", "jazz", "vinyl", "Coltrane", "choir", "ukulele"],
+    "Travel": ["Lisbon", "passport", "ferry", "hostel", "itinerary", "luggage"],
+    "Work": ["standup", "deadline", "payroll", "laptop", "manager", "roadmap"],
+    "Health": ["dentist", "physio", "allergy", "vitamins", "running", "sleep"],
+    "Books": ["novel", "library", "Tolkien", "poetry", "bookshelf", "audiobook"],
+    "Finance": ["pension", "mortgage", "budget", "savings", "invoice", "taxes"],
+    "Kitchen": ["sourdough", "oven", "risotto", "spices", "blender", "pantry"],
+    "Sport": ["football", "swimming", "marathon", "tennis", "cycling", "yoga"],
+}
+CORE = ["Name: Sam", "Lives in Dublin", "Partner: Alex", "Answer in British English"]
+
+
+def long_memory(per_section: int, topics: int = len(TOPICS)) -> str:
+    parts = ["# Core", *(f"- {line}" for line in CORE), ""]
+    for topic, words in list(TOPICS.items())[:topics]:
+        parts.append(f"# {topic}")
+        parts += [f"- {topic} note {i}: {words[i % 6]} and {words[(i + 2) % 6]}, item {i}" for i in range(per_section)]
+        parts.append("")
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("provider, kind", [("ollama", "none"), ("anthropic", "none"), ("ollama", "local")])
+def test_a_long_memory_reaches_the_prompt_selectively(make_assistant, vault, provider, kind, fake_ollama, fake_anthropic):
+    write(vault, "Memory.md", long_memory(29))
+    assert len((vault / "Memory.md").read_text().splitlines()) >= 300
+    server = server_for(provider, fake_ollama, fake_anthropic)
+    server.script = [{"text": "Late May."}]
+    assistant = make_assistant(provider, kind=kind)
+    if kind == "local":
+        assert assistant.engine.embedder.wait_ready()
+    assistant.chat("cli", "when should I plant the tomatoes and the lettuce in the greenhouse?")
+    system = system_of(chat_bodies(server)[-1])
+    memory = system[system.index("<memory ") : system.index("</memory>")]
+    assert all(f"- {line}" in memory for line in CORE)  # the always-on part
+    assert "- Garden note 0: tomatoes and roses, item 0" in memory and "- Garden note 28:" in memory  # the relevant section, whole
+    assert "Cars note" not in memory and "Finance note" not in memory  # not the whole file
+    assert memory.startswith('<memory mode="selective" omitted="Cars; Music; Travel; Work; Health; Books; Finance; Kitchen; Sport">')
+    assert "search them with memory_search" in system
+    assert assistant.memory_status()["mode"] == "selective"
+
+
+def test_a_short_memory_reaches_the_prompt_whole(make_assistant, vault, fake_ollama):
+    write(vault, "Memory.md", long_memory(2, topics=6))
+    assert 25 <= len((vault / "Memory.md").read_text().splitlines()) <= 30
+    fake_ollama.script = [{"text": "Late May."}]
+    assistant = make_assistant()
+    assistant.chat("cli", "when should I plant the tomatoes?")
+    system = system_of(fake_ollama.bodies("/api/chat")[-1])
+    assert "<memory>\n" + long_memory(2, topics=6).strip() + "\n</memory>" in system
+    assert assistant.memory_status()["mode"] == "whole"

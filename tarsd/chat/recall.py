@@ -142,7 +142,8 @@ class MemoryRecall:
             units.extend((n, line) for line in section.lines[1:] if line.strip())
         words = [_words(text) for _, text in units]
         frequency = Counter(w for ws in words for w in ws)
-        wanted = _words(message)
+        # Words of the message that the file never uses ("when", "should") cannot tell sections apart.
+        wanted = frozenset(w for w in _words(message) if frequency[w])
         weight = {w: math.log(1 + len(units) / (1 + frequency[w])) for w in wanted}
         total = sum(weight.values())
         scores = [0.0] * len(sections)
