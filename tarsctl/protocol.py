@@ -266,7 +266,9 @@ class MemoryStatus(msgspec.Struct):
     core_found: bool = False
     always_lines: int = 0  # what is in every prompt: the whole file, or the core
     always_tokens: int = 0
+    facts: int = 0  # lines of Memory.md and the procedural rules
     vectors_pending: int = 0  # memory lines still waiting for a vector
+    vectors_known: int = 0  # memory line vectors at hand
     watched: int = 0  # lines tars wrote lately and still checks
     restored: int = 0  # lines put back after a write race, since start
     removed_again: int = 0

@@ -193,6 +193,7 @@ class Fact:
     copula: bool
 
 
+@lru_cache(maxsize=65536)
 def clean(line: str) -> str:
     """The text of a memory line: no bullet, checkbox or provenance stamp, links as their text."""
     text = _BULLET.sub("", strip_stamp(line)).strip()
@@ -201,11 +202,13 @@ def clean(line: str) -> str:
     return " ".join(text.split())
 
 
+@lru_cache(maxsize=65536)
 def key(line: str) -> str:
     """Lower case, punctuation folded, whitespace collapsed: equal keys are the same line."""
     return " ".join(re.sub(r"[^\w\s]", " ", clean(line).lower()).split())
 
 
+@lru_cache(maxsize=65536)
 def features(line: str) -> Fact:
     return _features(clean(line))
 

@@ -156,7 +156,9 @@ class Daemon:
                 return
             daemon = self.config.daemon
             self.queue = SyncQueue(self.engine.indexer, daemon.debounce_ms / 1000, daemon.retry_seconds, daemon.retry_max_seconds)
-            self.assistant = Assistant(self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop))
+            self.assistant = Assistant(
+                self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop), reindex_soon=self.queue.touch_now
+            )
             self.watcher = VaultWatcher(self.vault, self._path_changed, self.queue.request_reconcile)
             loop.add_signal_handler(signal.SIGHUP, self.retry)
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -117,13 +118,22 @@ def memory_lines(text: str) -> list[MemoryLine]:
         if heading := _HEADING.match(line):
             section = heading.group(2)
             continue
-        if _RULE.match(line) or (stripped.startswith("<!--") and stripped.endswith("-->")):
-            continue
-        body, stamp = provenance.split(line)
-        shown = _LIST_PREFIX.sub("", body).strip()
-        if facts.key(shown):
-            found.append(MemoryLine(index, line, shown, section, stamp))
+        parsed = _parse_line(line)
+        if parsed is not None:
+            found.append(MemoryLine(index, line, parsed[0], section, parsed[1]))
     return found
+
+
+@lru_cache(maxsize=65536)
+def _parse_line(line: str) -> tuple[str, provenance.Stamp | None] | None:
+    """(the text shown, the stamp) of a line that holds a fact; None for a rule or a comment.
+    Cached: a remember re-reads a file whose lines are almost all the same as last time."""
+    stripped = line.strip()
+    if _RULE.match(line) or (stripped.startswith("<!--") and stripped.endswith("-->")):
+        return None
+    body, stamp = provenance.split(line)
+    shown = _LIST_PREFIX.sub("", body).strip()
+    return (shown, stamp) if facts.key(shown) else None
 
 
 def insert_under(text: str, section: str, line: str) -> str:

@@ -218,3 +218,8 @@ class LineVectors:
     def pending(self) -> int:
         with self._lock:
             return len(self._queue)
+
+    def known(self) -> int:
+        """Line vectors held in memory now."""
+        with self._lock:
+            return len(self._memo)

@@ -103,6 +103,11 @@ class SyncQueue:
     def touch(self, path: str) -> None:
         self.loop.call_soon_threadsafe(self._touch, path, self.debounce)
 
+    def touch_now(self, path: str) -> None:
+        """Index a path as soon as the worker can, without waiting for it (a file tars just
+        wrote; a search meanwhile settles on it)."""
+        self.loop.call_soon_threadsafe(self._touch, path, 0.0)
+
     def _touch(self, path: str, delay: float) -> None:
         now = time.monotonic()
         deadline = now + delay

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[str, object], None]  # ("delta", text) | ("tool_call", ToolCall) | ("tool_result", (ToolCall, str))
 MAX_SUMMARY_CHARS = 4000
+PRUNE_SECONDS = 3600.0  # stored vectors of lines gone from the memory files are pruned at most this often
 TOOL_BUDGET_NOTE = "\n\n(The tool budget for this message is used up: answer now from what you have, without calling tools.)"
 
 
@@ -38,21 +40,26 @@ class TurnResult:
 
 
 class Assistant:
-    def __init__(self, config: Config, engine: Engine, reindex: Callable[[str], None]):
+    def __init__(self, config: Config, engine: Engine, reindex: Callable[[str], None], reindex_soon: Callable[[str], None] | None = None):
+        """``reindex`` commits a path to the index before returning; ``reindex_soon`` only
+        queues it at the front (a remember from the socket answers without waiting for the
+        index: the fact is on disk, and a search right after settles on the queued path)."""
         self.config = config
         self.chat_config = config.chat
         self.engine = engine
         self.vault = config.vault_path
         self.vectors = LineVectors(engine.store, engine.embedder)
         self.memory = MemoryFiles(self.vault, config.memory, self.vectors)
-        self.memory.on_repair = reindex
         self.recall = MemoryRecall(config.memory, self.vectors, self._count_tokens)
         self.conversations = ConversationStore(engine.store)
         self.reindex = reindex
+        self.reindex_soon = reindex_soon or reindex
+        self.memory.on_repair = self.reindex_soon
         self.tools = Tools(self.vault, engine.searcher, self.memory, reindex)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._warming = threading.Lock()
+        self._pruned_at = float("-inf")
         # Memory lines get their vectors as soon as the model is there (never waited for).
         engine.embedder.on_change(self.warm_memory_vectors)
 
@@ -71,6 +78,9 @@ class Assistant:
         try:
             lines = [line.text for kind in ("semantic", "procedural") for line in self.memory.lines(kind)]
             self.vectors.warm(lines)
+            if time.monotonic() - self._pruned_at > PRUNE_SECONDS:
+                self._pruned_at = time.monotonic()
+                self.vectors.prune(lines)
         except Exception:  # a help, never a failure
             log.exception("could not prepare memory line vectors")
         finally:
@@ -80,7 +90,8 @@ class Assistant:
         """A watcher event (any thread): memory files are checked for lines lost in a write race."""
         if rel in (self.config.memory.semantic_file, self.config.memory.procedural_file):
             self.memory.changed(rel)
-            threading.Thread(target=self.warm_memory_vectors, name="memory-warm", daemon=True).start()
+            if not self._warming.locked():
+                threading.Thread(target=self.warm_memory_vectors, name="memory-warm", daemon=True).start()
 
     # ---- a chat turn ----
 
@@ -306,13 +317,13 @@ class Assistant:
     ) -> Remembered:
         result = self.memory.remember(fact, kind, section, mode, replace_line, conversation)
         if result.added:
-            self.reindex(result.path)
+            self.reindex_soon(result.path)
         return result
 
     def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5) -> Forgotten:
         result = self.memory.forget(text, kind, confirm_line, limit)
         if result.removed:
-            self.reindex(result.path)
+            self.reindex_soon(result.path)
         return result
 
     def feedback(self, conversation_id: str, good: bool, note: str = "") -> str:
@@ -363,7 +374,9 @@ class Assistant:
             "core_found": recall.core_found,
             "always_lines": recall.always_lines,
             "always_tokens": recall.always_tokens,
+            "facts": sum(len(self.memory.lines(kind)) for kind in ("semantic", "procedural")),
             "vectors_pending": self.vectors.pending(),
+            "vectors_known": self.vectors.known(),
             **self.memory.guard.describe(),
         }
 
