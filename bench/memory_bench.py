@@ -5,9 +5,14 @@
     python bench/memory_bench.py all
 
 remember runs a real tarsd (the local model, loaded and warm: every line's vector cached)
-and times each Remember request from the client: dedup against every line, the write (an
-fsynced temp file swapped in) and the commit of Memory.md to the index, which the reply
-waits for. New facts are asked without a mode, so the full dedup runs; most are added.
+and times each Remember request from the client: dedup against every line and the write (an
+fsynced temp file swapped in); the index commit of Memory.md is queued, not waited for. New
+facts are asked without a mode, so the full dedup runs; most are added.
+
+Measured on this project's 2-core box (200 remembers each, half new facts, half close to a line):
+model loaded and warm, one at a time: 100 lines p50 14.7 / p99 64.6 ms, 1,000 lines 16.5 / 48.7 ms;
+back to back: 28.5 / 70.9 and 69.2 / 194.8 ms; no model: 1,000 lines 7.4 / 38.6 ms.
+Dedup on the 88 labelled pairs: precision and recall 1.00 with and without the model.
 """
 
 from __future__ import annotations
@@ -185,7 +190,7 @@ def remember(requests: int, sizes: list[int], embedders: list[str], paces: list[
     print_table(
         ["embedder", "pace", "Memory.md lines", "reply", "remembers", "p50 ms", "p99 ms"],
         rows,
-        "remember latency, client round trip (dedup + atomic write + index commit); target: well under 100 ms at 1,000 lines\n"
+        "remember latency, client round trip (dedup + atomic write; the index commit is queued); target: well under 100 ms at 1,000 lines\n"
         "pace idle: each remember once tarsd is idle (as a person remembers); burst: back to back, while the\n"
         "previous ones' chunks are still being embedded in the background",
     )

@@ -235,6 +235,14 @@ FORGET_MARGIN = 0.15
 Ask = Callable[[str], str]
 
 
+def _reply(ask: Ask, prompt: str) -> str:
+    """The answer to a question; end of input (Ctrl-D) answers nothing, which cancels."""
+    try:
+        return ask(prompt)
+    except EOFError:
+        return ""
+
+
 def remember(
     client: Client,
     fact: str,
@@ -265,7 +273,7 @@ def remember(
         if ask is None:
             print("tarsctl: not asking (not a terminal): add --replace to replace that line, or --force to keep both", file=err)
             return EXIT_USAGE
-        answer = ask("replace it [r], keep both [k], or cancel [c]? ").strip().lower()
+        answer = _reply(ask, "replace it [r], keep both [k], or cancel [c]? ").strip().lower()
         if answer.startswith("r"):
             reply = send("replace", reply.similar)
         elif answer.startswith("k"):
@@ -326,12 +334,12 @@ def forget(
         if len(found.candidates) == 1:
             chosen = found.candidates[0]
         else:
-            answer = ask(f"forget which? [1-{len(found.candidates)}, Enter: none] ").strip()
+            answer = _reply(ask, f"forget which? [1-{len(found.candidates)}, Enter: none] ").strip()
             if not answer.isdigit() or not 1 <= int(answer) <= len(found.candidates):
                 print("nothing forgotten", file=out)
                 return EXIT_OK
             chosen = found.candidates[int(answer) - 1]
-        if not ask(f"forget {chosen.line!r}? [y/N] ").strip().lower().startswith("y"):
+        if not _reply(ask, f"forget {chosen.line!r}? [y/N] ").strip().lower().startswith("y"):
             print("nothing forgotten", file=out)
             return EXIT_OK
     done = client.call(Forget(id=client.next_id(), text=text, kind=kind, confirm_line=chosen.line))

@@ -259,8 +259,8 @@ def _features(text: str) -> Fact:
                     dates.add(canonical)
             tokens.append(canonical)
         previous = word
-    _merge_compound_numbers(tokens, numbers)
-    words = [t for t in tokens if t[0].isalnum()]
+    _merge_compound_numbers(tokens, numbers)  # leaves "" where a word was merged: name positions hold
+    words = [t for t in tokens if t[:1].isalnum()]
     content = frozenset(t for t in words if t not in NEGATORS and t not in QUALIFIERS and t not in STOPWORDS)
     # Names found mid-sentence (or after "Label:") are values; a capitalised first word may
     # just be a verb ("Lives in Dublin"), so it stays in the topic.
@@ -269,7 +269,7 @@ def _features(text: str) -> Fact:
     return Fact(
         text=text,
         key=" ".join(re.sub(r"[^\w\s]", " ", text.lower()).split()),
-        tokens=tuple(tokens),
+        tokens=tuple(t for t in tokens if t),
         content=content,
         topic=topic,
         negated=negations % 2 == 1,
@@ -357,7 +357,7 @@ def _stem(word: str) -> str:
 
 
 def _merge_compound_numbers(tokens: list[str], numbers: list[str]) -> None:
-    """twenty one -> 21 (the words arrive as 20-less "twenty" and "1")."""
+    """twenty one -> 21 (the words arrive as "twenty" and "1"); the merged "1" becomes ""."""
     for index, token in enumerate(tokens):
         if token in _TENS:
             value = _TENS[token]
@@ -367,7 +367,6 @@ def _merge_compound_numbers(tokens: list[str], numbers: list[str]) -> None:
                 tokens[index + 1] = ""
             tokens[index] = str(value)
             numbers.append(str(value))
-    tokens[:] = [t for t in tokens if t]
 
 
 def _name_groups(tokens: list[str], names: list[tuple[int, str]]) -> tuple[frozenset[str], ...]:
@@ -377,7 +376,7 @@ def _name_groups(tokens: list[str], names: list[tuple[int, str]]) -> tuple[froze
     last = -2
     for position, name in names:
         between = tokens[last + 1 : position] if last >= 0 else None
-        if between is not None and all(t in _COORDINATION for t in between):
+        if between is not None and all(t in _COORDINATION or not t for t in between):
             groups[-1].add(name)
         else:
             groups.append({name})

@@ -99,10 +99,25 @@ class Forgotten:
     removed: str = ""  # the line removed (after a confirmation)
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of a file as tars reads and writes them: split at \\n only (so a U+2028 or a
+    form feed inside a line of the user's stays where it is), without a \\r at the end."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def join_lines(lines: list[str], like: str) -> str:
+    """Lines back into a file, with the line ending of ``like`` (the text they came from)."""
+    newline = "\r\n" if "\r\n" in like else "\n"
+    return newline.join(lines) + newline if lines else ""
+
+
 def memory_lines(text: str) -> list[MemoryLine]:
     """Every line holding a fact or rule: not headings, blank lines, code fences, front
     matter, rules or comment-only lines."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     start = 0
     if lines and lines[0].rstrip() == "---":
         start = next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), 0)
@@ -139,13 +154,13 @@ def _parse_line(line: str) -> tuple[str, provenance.Stamp | None] | None:
 def insert_under(text: str, section: str, line: str) -> str:
     """Add ``line`` at the end of the named section (any heading level), creating the
     section at the end of the file if there is none."""
-    newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines()
+    lines = split_lines(text)
     wanted = section.lower()
-    start = next((i for i, text in enumerate(lines) if (m := _HEADING.match(text)) and m.group(2).lower() == wanted), None)
+    start = next((i for i, current in enumerate(lines) if (m := _HEADING.match(current)) and m.group(2).lower() == wanted), None)
     if start is None:
-        body = text.rstrip("\r\n")
-        return (body + newline * 2 if body else "") + f"# {section}{newline}{line}{newline}"
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return join_lines([*lines, *([""] if lines else []), f"# {section}", line], text)
     level = len(_HEADING.match(lines[start]).group(1))
     end = len(lines)
     for i in range(start + 1, len(lines)):
@@ -157,13 +172,13 @@ def insert_under(text: str, section: str, line: str) -> str:
     while last > start + 1 and not lines[last - 1].strip():
         last -= 1
     lines.insert(last, line)
-    return newline.join(lines) + newline
+    return join_lines(lines, text)
 
 
 def _locate(text: str, line: MemoryLine | None, wanted_key: str) -> int | None:
     """Where a line is now: the same text at the same place, else the same text anywhere,
     else the first line that reads the same (bullet and stamp aside)."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     if line is not None:
         if line.index < len(lines) and lines[line.index] == line.raw:
             return line.index
@@ -173,13 +188,12 @@ def _locate(text: str, line: MemoryLine | None, wanted_key: str) -> int | None:
 
 
 def _swap_line(text: str, index: int, new: str | None) -> str:
-    newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines()
+    lines = split_lines(text)
     if new is None:
         del lines[index]
     else:
         lines[index] = new
-    return newline.join(lines) + newline if lines else ""
+    return join_lines(lines, text)
 
 
 def remove_line(text: str, wanted_key: str) -> str | None:

@@ -181,3 +181,12 @@ def test_a_typo_fixed_by_replace_is_not_removed_as_the_old_line(memory, vault):
     editor_save(path, path.read_text() + "- Town: Dublin\n")
     memory.verify(path)
     assert path.read_text() == f"# Core\n- My dog is Perry {STAMP}\n- Town: Dublin\n"
+
+
+def test_odd_characters_in_the_users_lines_are_kept(memory, vault):
+    original = "# Core\n- Notes\u2028with a line separator\n- Form\x0cfeed\n- Dog: Perry"  # and no newline at the end
+    (vault / "Memory.md").write_text(original, encoding="utf-8")
+    memory.remember("Cat: Luna", section="Core")
+    assert (vault / "Memory.md").read_text(encoding="utf-8") == original + f"\n- Cat: Luna {STAMP}\n"
+    memory.forget("Perry", confirm_line="Dog: Perry")
+    assert (vault / "Memory.md").read_text(encoding="utf-8") == original.replace("\n- Dog: Perry", "") + f"\n- Cat: Luna {STAMP}\n"
