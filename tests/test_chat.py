@@ -402,3 +402,14 @@ def test_a_short_memory_reaches_the_prompt_whole(make_assistant, vault, fake_oll
     system = system_of(fake_ollama.bodies("/api/chat")[-1])
     assert "<memory>\n" + long_memory(2, topics=6).strip() + "\n</memory>" in system
     assert assistant.memory_status()["mode"] == "whole"
+
+
+def test_remember_before_the_model_loads_never_refuses_a_false_duplicate(make_assistant, vault, tmp_path):
+    write(vault, "Memory.md", "# Pets\n- My dog's name is Perry\n- Always answer in British English\n")
+    assistant = make_assistant(kind="local", embedder_model_dir=tmp_path / "no-model-here")
+    assert not assistant.engine.embedder.available()  # text alone decides
+    assert assistant.remember("my dog is called Perry").status == "duplicate"  # a restatement is still caught
+    for different in ("My cat's name is Perry", "My dog's name is not Perry", "Never answer in British English"):
+        result = assistant.remember(different)
+        assert result.status == "possible_update" and result.reason, (different, result)
+    assert assistant.remember("Allergic to penicillin").status == "added"
