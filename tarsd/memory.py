@@ -274,20 +274,22 @@ class MemoryFiles:
                     raise ValueError(
                         f"the line {replace_line.strip()!r} is not in {rel} any more; remember the fact again to see the lines now"
                     )
+            elif mode == "force":  # kept beside anything similar, but never twice word for word
+                same = next((line for line in existing if facts.key(line.text) == facts.key(fact)), None)
+                if same is not None:
+                    return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
             else:
-                cosines = self.vectors.cosines(fact, texts) if self.vectors is not None and texts else None
+                cosines = self._cosines(fact, texts)
                 verdict = facts.judge(fact, texts, cosines)
                 similar = existing[verdict.index] if verdict.index >= 0 else None
                 if similar is not None and mode == "":
                     return Remembered(verdict.kind, rel, similar.section, similar=similar.text, reason=verdict.reason)
-                if mode == "force" and any(facts.key(t) == facts.key(fact) for t in texts):
-                    same = next(line for line in existing if facts.key(line.text) == facts.key(fact))
-                    return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
-                if mode == "replace":
-                    old = similar
+                old = similar  # mode "replace": the line it repeats or updates, if any
             stamp = provenance.new_stamp(conversation)
             if old is not None:
                 return self._replace(target, old, fact, stamp)
+            if not section.strip() and kind == "semantic" and cosines is None:
+                cosines = self._cosines(fact, texts)
             chosen = section.strip() or (self._section_for(fact, existing, cosines) if kind == "semantic" else RULES_SECTION)
             line = f"- {fact} {stamp.render()}"
             self._write(target, lambda text: insert_under(text, chosen, line), added=[(line, chosen)])
@@ -309,6 +311,9 @@ class MemoryFiles:
         except _Gone:
             raise ValueError(f"the line {old.text!r} left {self.rel(target)} meanwhile; remember the fact again") from None
         return Remembered(REPLACED, self.rel(target), old.section, line=fact, similar=old.text, replaced=old.text)
+
+    def _cosines(self, text: str, lines: list[str]):
+        return self.vectors.cosines(text, lines) if self.vectors is not None and lines else None
 
     @staticmethod
     def _find(lines: list[MemoryLine], wanted: str) -> MemoryLine | None:
@@ -366,7 +371,7 @@ class MemoryFiles:
         if not text.strip():
             raise ValueError("say what to forget: some words of the line")
         texts = [line.text for line in existing]
-        cosines = self.vectors.cosines(text, texts) if self.vectors is not None and texts else None
+        cosines = self._cosines(text, texts)
         scored = []
         for i, line in enumerate(existing):
             cosine = None if cosines is None or cosines[i] != cosines[i] else float(cosines[i])
