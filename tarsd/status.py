@@ -111,7 +111,8 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
         warnings.append(f"watcher: {daemon.watcher.error}")
     warnings.extend(daemon.assistant.warnings())
     memory = dict(daemon.assistant.memory_status())
-    memory["last_restored_at"] = memory.get("last_restored_at") or 0.0
+    if memory.get("last_restored_at") is None:
+        memory["last_restored_at"] = 0.0  # never
     return StatusReply(
         id=request.id,
         vault=str(daemon.vault),
