@@ -413,3 +413,16 @@ def test_remember_before_the_model_loads_never_refuses_a_false_duplicate(make_as
         result = assistant.remember(different)
         assert result.status == "possible_update" and result.reason, (different, result)
     assert assistant.remember("Allergic to penicillin").status == "added"
+
+
+def test_sections_under_a_single_title_heading():
+    from tarsd.chat.recall import split_sections
+
+    text = "# Memory\nAbout Sam.\n## Core\n- Name: Sam\n### Family\n- Partner: Alex\n"
+    text += "## Garden\n- Tomatoes in May\n```\n## not a heading\n```\n"
+    preamble, sections = split_sections(text)
+    assert preamble == ["# Memory", "About Sam."]
+    assert [(s.title, s.lines[1:]) for s in sections] == [
+        ("Core", ["- Name: Sam", "### Family", "- Partner: Alex"]),  # subsections stay with their section
+        ("Garden", ["- Tomatoes in May", "```", "## not a heading", "```"]),
+    ]
