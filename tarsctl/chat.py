@@ -18,7 +18,11 @@ from .protocol import (
     EndConversation,
     Error,
     Feedback,
+    Forget,
+    Forgotten,
+    MemoryCandidate,
     Remember,
+    Remembered,
     Review,
     ReviewApplied,
     ReviewProposals,
@@ -29,8 +33,9 @@ from .protocol import (
 
 HELP = """\
   /search QUERY     search memory (hybrid)      /sgrep QUERY   keywords only     /svec QUERY   by meaning
-  /remember FACT    save a fact to Memory.md    /w [NOTE]      last answer was wrong
-  /r [NOTE]         last answer was good        /review        turn feedback into rules
+  /remember FACT    save a fact to Memory.md    /forget TEXT   remove a line from Memory.md
+  /w [NOTE]         last answer was wrong       /r [NOTE]      last answer was good
+  /review           turn feedback into rules
   /new              log this conversation and start a new one
   /help             this help                   /exit          log the conversation and quit (Ctrl-D too)
   Ctrl-C while tars answers stops the answer; the conversation goes on."""
@@ -68,6 +73,8 @@ class ChatSession:
                 if reply.phase == "call":
                     arguments = ", ".join(f"{k}={v!r}" for k, v in reply.arguments.items())
                     print(f"\n  · {reply.name}({arguments})", file=self.err, flush=True)
+                elif reply.summary:
+                    print(f"  · memory: {reply.summary}", file=self.err, flush=True)
             elif isinstance(reply, (ChatDone, Error)):
                 if isinstance(reply, ChatDone):
                     if reply.text and not reply.text.endswith("\n"):
@@ -203,7 +210,12 @@ def _command(session: ChatSession, line: str) -> bool:
         if not rest:
             print("usage: /remember FACT", file=session.err)
         else:
-            remember(session.client, rest, "semantic", "", session.out)
+            remember(session.client, rest, "semantic", "", session.out, session.err, ask=input, conversation=session.conversation)
+    elif name == "/forget":
+        if not rest:
+            print("usage: /forget WORDS OF THE LINE", file=session.err)
+        else:
+            forget(session.client, rest, "semantic", session.out, session.err, ask=input)
     elif name in ("/w", "/r"):
         session.feedback(name == "/r", rest)
     elif name == "/review":
@@ -215,9 +227,121 @@ def _command(session: ChatSession, line: str) -> bool:
     return True
 
 
-def remember(client: Client, fact: str, kind: str, section: str, out=sys.stdout) -> None:
-    reply = client.call(Remember(id=client.next_id(), fact=fact, kind=kind, section=section))
-    if reply.added:
+EXIT_OK, EXIT_REMOTE, EXIT_USAGE = 0, 1, 2
+# forget --yes removes the closest line only when it is clearly the one meant.
+FORGET_SURE = 0.75
+FORGET_MARGIN = 0.15
+
+Ask = Callable[[str], str]
+
+
+def _reply(ask: Ask, prompt: str) -> str:
+    """The answer to a question; end of input (Ctrl-D) answers nothing, which cancels."""
+    try:
+        return ask(prompt)
+    except EOFError:
+        return ""
+
+
+def remember(
+    client: Client,
+    fact: str,
+    kind: str,
+    section: str,
+    out=sys.stdout,
+    err=sys.stderr,
+    mode: str = "",
+    ask: Ask | None = None,
+    conversation: str = "",
+) -> int:
+    """Remember a fact; a possible update is settled by ``ask`` (replace / keep both / cancel),
+    or, with no one to ask, by ``mode`` ("replace" or "force"). Returns the exit code."""
+
+    def send(mode: str, replace_line: str = "") -> Remembered:
+        request = Remember(
+            id=client.next_id(), fact=fact, kind=kind, section=section, mode=mode, replace_line=replace_line, conversation=conversation
+        )
+        return client.call(request)
+
+    reply = send(mode)
+    status = reply.status or ("added" if reply.added else "duplicate")  # an older tarsd says only added or not
+    if status == "possible_update":
+        where = f" under {reply.section}" if reply.section else ""
+        print(f"{reply.path} has a similar line{where}:\n  {reply.similar}", file=out)
+        if reply.reason:
+            print(f"  differs: {reply.reason}", file=out)
+        if ask is None:
+            print("tarsctl: not asking (not a terminal): add --replace to replace that line, or --force to keep both", file=err)
+            return EXIT_USAGE
+        answer = _reply(ask, "replace it [r], keep both [k], or cancel [c]? ").strip().lower()
+        if answer.startswith("r"):
+            reply = send("replace", reply.similar)
+        elif answer.startswith("k"):
+            reply = send("force")
+        else:
+            print("cancelled: nothing changed", file=out)
+            return EXIT_OK
+        status = reply.status or ("added" if reply.added else "duplicate")
+    if status == "replaced":
+        where = f" under {reply.section}" if reply.section else ""
+        print(f"replaced in {reply.path}{where}:\n  - {reply.replaced}\n  + {reply.line}", file=out)
+    elif status == "added":
         print(f"remembered in {reply.path}" + (f" under {reply.section}" if reply.section else ""), file=out)
     else:
-        print(f"already remembered in {reply.path}: {reply.duplicate_of}", file=out)
+        print(f"already remembered in {reply.path}: {reply.similar or reply.duplicate_of}", file=out)
+    return EXIT_OK
+
+
+def _show(candidates: list[MemoryCandidate], out) -> None:
+    for number, candidate in enumerate(candidates, 1):
+        where = ", ".join(filter(None, [candidate.section, f"line {candidate.line_number}", candidate.provenance]))
+        print(f"  {number}. {candidate.line}   ({where})", file=out)
+
+
+def clear_choice(candidates: list[MemoryCandidate]) -> MemoryCandidate | None:
+    """The line meant, when one matches well and clearly better than the next."""
+    if not candidates or candidates[0].score < FORGET_SURE:
+        return None
+    if len(candidates) > 1 and candidates[1].score > candidates[0].score - FORGET_MARGIN:
+        return None
+    return candidates[0]
+
+
+def forget(
+    client: Client, text: str, kind: str, out=sys.stdout, err=sys.stderr, ask: Ask | None = None, yes: bool = False, limit: int = 5
+) -> int:
+    """Show the lines closest to ``text`` and remove the one chosen, after a confirmation
+    (``ask``); ``yes`` removes the closest line without asking when it is clearly the one."""
+    found = client.call(Forget(id=client.next_id(), text=text, kind=kind, limit=limit))
+    assert isinstance(found, Forgotten)
+    if not found.candidates:
+        print(f"tarsctl: no line of {found.path} matches {text!r}: nothing forgotten", file=err)
+        return EXIT_REMOTE
+    chosen: MemoryCandidate | None
+    if yes:
+        chosen = clear_choice(found.candidates)
+        if chosen is None:
+            print(f"lines of {found.path} that match:", file=out)
+            _show(found.candidates, out)
+            print("tarsctl: no single line matches clearly: give more of the line's words, or run without --yes to choose", file=err)
+            return EXIT_USAGE
+    else:
+        print(f"lines of {found.path} that match:", file=out)
+        _show(found.candidates, out)
+        if ask is None:
+            print("tarsctl: not asking (not a terminal): add --yes to forget the closest line when it clearly matches", file=err)
+            return EXIT_USAGE
+        if len(found.candidates) == 1:
+            chosen = found.candidates[0]
+        else:
+            answer = _reply(ask, f"forget which? [1-{len(found.candidates)}, Enter: none] ").strip()
+            if not answer.isdigit() or not 1 <= int(answer) <= len(found.candidates):
+                print("nothing forgotten", file=out)
+                return EXIT_OK
+            chosen = found.candidates[int(answer) - 1]
+        if not _reply(ask, f"forget {chosen.line!r}? [y/N] ").strip().lower().startswith("y"):
+            print("nothing forgotten", file=out)
+            return EXIT_OK
+    done = client.call(Forget(id=client.next_id(), text=text, kind=kind, confirm_line=chosen.line))
+    print(f"forgot from {done.path}: {done.removed}", file=out)
+    return EXIT_OK

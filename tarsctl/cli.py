@@ -24,7 +24,7 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search remember review index status ping stop completion doctor service config"
+    local commands="chat search remember forget review index status ping stop completion doctor service config"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
@@ -43,7 +43,8 @@ _tarsctl() {
             status) COMPREPLY=($(compgen -W "--json --files" -- "$cur")) ;;
             ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
             chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json" -- "$cur")) ;;
-            remember) COMPREPLY=($(compgen -W "--procedural --section" -- "$cur")) ;;
+            remember) COMPREPLY=($(compgen -W "--procedural --section --replace --force" -- "$cur")) ;;
+            forget) COMPREPLY=($(compgen -W "--procedural --yes --limit" -- "$cur")) ;;
         esac
     fi
 }
@@ -54,7 +55,7 @@ ZSH_COMPLETION = """\
 #compdef tarsctl
 _tarsctl() {
     local -a commands
-    commands=(chat:'chat with tars' search:'search the vault' remember:'save a fact' review:'review feedback'
+    commands=(chat:'chat with tars' search:'search the vault' remember:'save a fact' forget:'remove a fact' review:'review feedback'
               index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
               config:'show the configuration')
@@ -68,7 +69,8 @@ _tarsctl() {
         ping) _arguments '--json' ;;
         chat) _arguments '--conversation[id]:id' '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
                 '--repl' '--json' '*:message' ;;
-        remember) _arguments '--procedural' '--section[heading]:heading' '*:fact' ;;
+        remember) _arguments '--procedural' '--section[heading]:heading' '(--force)--replace' '(--replace)--force' '*:fact' ;;
+        forget) _arguments '--procedural' '--yes' '--limit[lines shown]:n' '*:text' ;;
         completion) _arguments '1:shell:(bash zsh)' ;;
         service) _arguments '1:action:(install status uninstall logs)' ;;
         config) _arguments '1:action:(path show)' ;;
@@ -137,6 +139,15 @@ def _parser() -> argparse.ArgumentParser:
     remember.add_argument("fact", nargs="+")
     remember.add_argument("--procedural", action="store_true", help="a rule for how tars works, not a fact about you")
     remember.add_argument("--section", default="", help="the Memory.md heading to put it under")
+    settle = remember.add_mutually_exclusive_group()
+    settle.add_argument("--replace", action="store_true", help="replace the similar line already there (in place, same heading)")
+    settle.add_argument("--force", action="store_true", help="keep it beside a similar line already there")
+
+    forget_command = commands.add_parser("forget", help="remove a line from Memory.md (or a rule with --procedural), after a confirmation")
+    forget_command.add_argument("text", nargs="+", help="some words of the line")
+    forget_command.add_argument("--procedural", action="store_true", help="a rule in the procedural rules, not a fact in Memory.md")
+    forget_command.add_argument("--yes", action="store_true", help="do not ask: forget the closest line when it clearly matches")
+    forget_command.add_argument("--limit", type=int, default=5, help="how many close lines to show (default 5)")
 
     commands.add_parser("review", help="turn /w and /r feedback into procedural rules, with your approval")
 
@@ -184,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     # `tarsctl search x | head`: stop quietly when the reader goes away, as other tools do.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
-    for name in ("query", "fact", "message"):
+    for name in ("query", "fact", "message", "text"):
         if isinstance(getattr(args, name, None), list):
             setattr(args, name, [_utf8(part) for part in getattr(args, name)])
     for path in getattr(args, "paths", None) or []:
@@ -201,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         return _run_setup_command(args)
     if args.command == "search" and not 1 <= args.limit <= 1000:
         print("tarsctl: --limit must be between 1 and 1000", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "forget" and not 1 <= args.limit <= 50:
+        print("tarsctl: --limit must be between 1 and 50", file=sys.stderr)
         return EXIT_USAGE
     if args.command == "search" and not " ".join(args.query).strip():
         print("tarsctl: the query is empty: give words to search for", file=sys.stderr)
@@ -427,6 +441,17 @@ def _status(client: Client, args) -> int:
         f"uptime     {reply.uptime:.0f} s",
         "versions   " + ", ".join(f"{k} {v}" for k, v in reply.versions.items()),
     ]
+    memory = reply.memory
+    if memory.mode:
+        size = f"{memory.file} {memory.lines:,} lines, about {memory.tokens:,} tokens"
+        budget = f"{memory.budget_lines} lines / {memory.budget_tokens:,} tokens"
+        if memory.mode == "selective":
+            core = f"the {memory.core_section} section" if memory.core_found else f"no {memory.core_section} section"
+            lines.append(f"memory     {size}: selective recall ({core} + the sections relevant to each message; past {budget})")
+        else:
+            lines.append(f"memory     {size}: whole in every prompt (within {budget})")
+        if memory.restored or memory.removed_again:
+            lines.append(f"           {memory.restored} line(s) restored after write races since start")
     attention = {state: n for state, n in reply.health.items() if n}
     if attention:
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in attention.items())
@@ -488,11 +513,27 @@ def _chat(client: Client, args) -> int:
     return EXIT_OK
 
 
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def _remember(client: Client, args) -> int:
     from .chat import remember
 
-    remember(client, " ".join(args.fact), "procedural" if args.procedural else "semantic", args.section)
-    return EXIT_OK
+    mode = "replace" if args.replace else "force" if args.force else ""
+    kind = "procedural" if args.procedural else "semantic"
+    return remember(client, " ".join(args.fact), kind, args.section, mode=mode, ask=input if _interactive() and not mode else None)
+
+
+def _forget(client: Client, args) -> int:
+    from .chat import forget
+
+    kind = "procedural" if args.procedural else "semantic"
+    text = " ".join(args.text)
+    if not text.strip():
+        print("tarsctl: say what to forget: some words of the line", file=sys.stderr)
+        return EXIT_USAGE
+    return forget(client, text, kind, ask=input if _interactive() else None, yes=args.yes, limit=args.limit)
 
 
 def _review(client: Client, args) -> int:
@@ -510,6 +551,7 @@ COMMANDS = {
     "stop": _stop,
     "chat": _chat,
     "remember": _remember,
+    "forget": _forget,
     "review": _review,
     "links": _links,
     "backlinks": _links,

@@ -136,8 +136,24 @@ class EndConversation(Message, tag="end_conversation"):
 class Remember(Message, tag="remember"):
     id: int = 0
     fact: Annotated[str, Meta(max_length=10_000)] = ""
-    kind: str = "semantic"  # semantic (Memory.md) | procedural (rules)
-    section: str = ""  # a heading in Memory.md; empty: tars picks one
+    kind: Annotated[str, Meta(max_length=32)] = "semantic"  # semantic (Memory.md) | procedural (rules)
+    section: Annotated[str, Meta(max_length=1000)] = ""  # a heading in Memory.md; empty: tars picks one
+    # "": refuse a duplicate, and a possible update (the reply names the similar line);
+    # "replace": replace that line (or replace_line, exactly) in place; "force": keep both.
+    mode: Annotated[str, Meta(max_length=16)] = ""
+    replace_line: Annotated[str, Meta(max_length=10_000)] = ""
+    conversation: Annotated[str, Meta(max_length=200)] = ""  # for the line's provenance: the chat it came from
+
+
+class Forget(Message, tag="forget"):
+    """Without confirm_line: the lines closest to text (forgotten reply with candidates).
+    With it: that exact line (as a candidate showed it) is removed."""
+
+    id: int = 0
+    text: Annotated[str, Meta(max_length=10_000)] = ""
+    kind: Annotated[str, Meta(max_length=32)] = "semantic"
+    confirm_line: Annotated[str, Meta(max_length=10_000)] = ""
+    limit: Annotated[int, Meta(ge=1, le=50)] = 5
 
 
 class Feedback(Message, tag="feedback"):
@@ -303,6 +319,29 @@ class EmbedderStatus(msgspec.Struct):
     next_retry_at: float = 0.0  # unix time of the next attempt; 0: none planned
 
 
+class MemoryStatus(msgspec.Struct):
+    """Memory.md in the prompt (whole or selective) and the write guard."""
+
+    file: str = ""
+    mode: str = ""  # whole | selective
+    lines: int = 0
+    tokens: int = 0
+    budget_lines: int = 0
+    budget_tokens: int = 0
+    core_section: str = ""
+    core_found: bool = False
+    always_lines: int = 0  # what is in every prompt: the whole file, or the core
+    always_tokens: int = 0
+    facts: int = 0  # lines of Memory.md and the procedural rules
+    vectors_pending: int = 0  # memory lines still waiting for a vector
+    vectors_known: int = 0  # memory line vectors at hand
+    watched: int = 0  # lines tars wrote lately and still checks
+    restored: int = 0  # lines put back after a write race, since start
+    removed_again: int = 0
+    last_restored: list[str] = []
+    last_restored_at: float = 0.0
+
+
 class FileHealth(msgspec.Struct):
     path: str  # relative to the vault; undecodable bytes escaped
     state: str  # not_indexed | stale | skipped | repaired | deleted
@@ -327,6 +366,7 @@ class StatusReply(Message, tag="status_reply"):
     uptime: float = 0.0
     versions: dict[str, str] = {}
     warnings: list[str] = []
+    memory: MemoryStatus = msgspec.field(default_factory=MemoryStatus)
 
 
 class Stopping(Message, tag="stopping"):
@@ -344,6 +384,7 @@ class ToolActivity(Message, tag="tool_activity"):
     name: str = ""
     arguments: dict[str, Any] = {}
     result: str = ""  # the start of the result, for display
+    summary: str = ""  # a result: what it changed in the user's memory, for people ("" for none)
 
 
 class ChatDone(Message, tag="chat_done"):
@@ -364,10 +405,30 @@ class ConversationEnded(Message, tag="conversation_ended"):
 
 class Remembered(Message, tag="remembered"):
     id: int = 0
-    added: bool = False
+    added: bool = False  # added or replaced
     path: str = ""
     section: str = ""
-    duplicate_of: str = ""  # the line already there, when not added
+    duplicate_of: str = ""  # the line already there, when a duplicate
+    status: str = ""  # added | replaced | duplicate | possible_update
+    similar: str = ""  # the line it repeats or resembles (or replaced)
+    reason: str = ""  # a possible update: what differs
+    replaced: str = ""  # the old line, when replaced
+    line: str = ""  # the fact as written
+
+
+class MemoryCandidate(msgspec.Struct, omit_defaults=True):
+    line: str  # as shown; send it back as Forget.confirm_line
+    section: str = ""
+    line_number: int = 0
+    score: float = 0.0
+    provenance: str = ""  # "added 2026-11-22 in chat nvim"; empty: a line the user wrote
+
+
+class Forgotten(Message, tag="forgotten"):
+    id: int = 0
+    path: str = ""
+    candidates: list[MemoryCandidate] = []
+    removed: str = ""  # the line removed, after a confirm_line
 
 
 class FeedbackSaved(Message, tag="feedback_saved"):
@@ -410,6 +471,7 @@ ClientMessage = (
     | ApplyReview
     | Links
     | Related
+    | Forget
 )
 ServerMessage = (
     Welcome
@@ -430,6 +492,7 @@ ServerMessage = (
     | ReviewApplied
     | LinksReply
     | RelatedReply
+    | Forgotten
 )
 FINAL_REPLIES = (
     Pong,
@@ -446,6 +509,7 @@ FINAL_REPLIES = (
     ReviewApplied,
     LinksReply,
     RelatedReply,
+    Forgotten,
 )
 
 encoder = msgspec.msgpack.Encoder()

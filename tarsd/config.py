@@ -102,7 +102,14 @@ class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):
     sessions_dir: str = "sessions"
     corrections_file: str = "corrections.md"
     rewards_file: str = "rewards.md"
-    # Memory.md is in every prompt: status warns past these sizes (the design's guideline).
+    # Memory.md goes into every prompt whole up to this size (the design's guideline). Above
+    # it, selective recall: the core section (and what precedes the first heading) plus the
+    # recall_sections sections most relevant to the message; the rest is left to memory_search.
+    prompt_lines: int = 100
+    prompt_tokens: int = 1000
+    core_section: str = "Core"
+    recall_sections: int = 3
+    # Status warns when the part that is in every prompt (the whole file, or the core) passes these.
     warn_lines: int = 100
     warn_tokens: int = 1000
 

@@ -156,8 +156,10 @@ class Daemon:
                 return
             daemon = self.config.daemon
             self.queue = SyncQueue(self.engine.indexer, daemon.debounce_ms / 1000, daemon.retry_seconds, daemon.retry_max_seconds)
-            self.watcher = VaultWatcher(self.vault, self.queue.touch, self.queue.request_reconcile)
-            self.assistant = Assistant(self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop))
+            self.assistant = Assistant(
+                self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop), reindex_soon=self.queue.touch_now
+            )
+            self.watcher = VaultWatcher(self.vault, self._path_changed, self.queue.request_reconcile)
             loop.add_signal_handler(signal.SIGHUP, self.retry)
 
             litter = asyncio.create_task(asyncio.to_thread(remove_litter, self.vault, self.started_at))
@@ -188,6 +190,8 @@ class Daemon:
             if server is not None:
                 await server.close()
                 socket_path.unlink(missing_ok=True)
+            if getattr(self, "assistant", None) is not None:
+                self.assistant.close()
             stopped = await self._stop_workers(workers)
             if stopped and getattr(self, "engine", None) is not None:
                 self.engine.close()
@@ -207,6 +211,12 @@ class Daemon:
         for task in unfinished:
             task.cancel()
         return not unfinished and not self.queue.busy
+
+    def _path_changed(self, rel: str) -> None:
+        """A watcher event (the observer's thread): index the path; the memory files are also
+        checked for lines a write race lost."""
+        self.queue.touch(rel)
+        self.assistant.file_changed(rel)
 
     def _reindex_from_thread(self, rel: str, loop: asyncio.AbstractEventLoop) -> None:
         """Index a file tars just wrote, from a worker thread, through the single writer: at once,

@@ -1,121 +1,166 @@
 """The memory files in the vault: Memory.md (semantic), the procedural rules, the feedback
-files, and the atomic writes that keep an edit made in Obsidian a second ago.
+files; remember, replace and forget, with provenance and the write guard.
 
 The daemon writes memory, never the model: tools only ask. Every write re-reads the file,
-applies the change, writes a temp file and renames it over the original; if the file
-changed on disk meanwhile, the change is applied again to the new content.
+applies the change and swaps a temp file in (tarsd/atomic.py), so an edit saved in Obsidian
+a moment earlier is kept; lines tars wrote are then watched for a few minutes so that an
+editor's stale copy cannot lose them (tarsd/memory_guard.py). Each line tars writes carries
+a provenance stamp (tarsd/provenance.py); lines without one are the user's and are changed
+only when the user asks (replace, forget).
 """
 
 from __future__ import annotations
 
-import difflib
+import logging
 import os
 import re
-import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
+from . import facts, provenance
+from .atomic import atomic_update, read_text, read_version
 from .config import MemoryConfig
+from .memory_guard import WriteGuard
+
+__all__ = ["atomic_update", "read_text", "read_version", "MemoryFiles", "Remembered", "Forgotten", "Candidate"]
+
+log = logging.getLogger(__name__)
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_LIST_PREFIX = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?")
+_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 DEFAULT_SECTION = "Notes"
-# Above these, a new fact is taken for one already remembered.
-DUPLICATE_TEXT_RATIO = 0.88
-DUPLICATE_COSINE = 0.78  # MiniLM: "my dog is Perry" vs "Dog: Perry (beagle)" 0.79; peanuts vs shellfish allergy 0.46
-# A fact joins the section holding its most similar bullet when they are at least this close.
+RULES_SECTION = "Rules"
+# A fact joins the section holding its most similar line when they are at least this close.
 SECTION_COSINE = 0.35
+SECTION_OVERLAP = 0.5
+# Lines offered by forget: at least this good a match (facts.match_score).
+FORGET_MIN_SCORE = 0.3
 
-Similarity = Callable[[str, list[str]], list[float]]  # cosine of a text against candidates
+ADDED, REPLACED = "added", "replaced"
+DUPLICATE, POSSIBLE_UPDATE = facts.DUPLICATE, facts.UPDATE
+MODES = ("", "replace", "force")
+KINDS = ("semantic", "procedural")
+
+
+class Cosines(Protocol):
+    """What MemoryFiles needs from the line vectors (tarsd/memory_vectors.py)."""
+
+    def cosines(self, text: str, lines: Sequence[str]):
+        """An array of cosines (NaN: not known yet), or None without the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLine:
+    index: int  # 0-based line number in the file
+    raw: str  # the line as it is in the file
+    text: str  # without list marker and provenance stamp: what is shown and compared
+    section: str  # the heading it is under ("" before the first)
+    stamp: provenance.Stamp | None  # None: a line the user wrote
 
 
 @dataclass(frozen=True, slots=True)
 class Remembered:
-    added: bool
+    status: str  # added | replaced | duplicate | possible_update
     path: str  # relative to the vault
+    section: str = ""
+    line: str = ""  # the fact as written (added, replaced)
+    similar: str = ""  # the line it repeats (duplicate) or resembles (possible_update), or replaced
+    reason: str = ""  # for a possible update: what differs
+    replaced: str = ""  # the old line (replaced)
+
+    @property
+    def added(self) -> bool:
+        return self.status in (ADDED, REPLACED)
+
+    @property
+    def duplicate_of(self) -> str:
+        return self.similar if self.status == DUPLICATE else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    line: str
     section: str
-    duplicate_of: str = ""
+    line_number: int  # 1-based
+    score: float
+    provenance: str = ""  # "added 2026-11-22 in chat nvim"; empty for the user's own lines
 
 
-def read_text(path: Path) -> str:
-    """User-managed files are edited outside tars: never fail on their encoding."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    path: str
+    candidates: list[Candidate] = field(default_factory=list)
+    removed: str = ""  # the line removed (after a confirmation)
 
 
-def atomic_update(path: Path, change: Callable[[str], str | None], attempts: int = 5) -> str | None:
-    """Apply ``change`` to the file's current text and replace the file atomically.
-
-    The file is re-read right before writing; if it changed meanwhile (someone saved it in
-    Obsidian), the change is made again on the new text. ``change`` returning None means
-    nothing to write. Returns the text written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(attempts):
-        before = _stamp(path)
-        new = change(read_text(path))
-        if new is None:
-            return None
-        # A dot-name keeps the temp file out of the index and the watcher's way.
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tars-tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(new)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if path.exists():
-                os.chmod(temp, path.stat().st_mode & 0o777)
-            if _stamp(path) != before:
-                continue  # changed under us: start again from the new text
-            os.replace(temp, path)
-            return new
-        finally:
-            if os.path.exists(temp):
-                os.unlink(temp)
-    raise OSError(f"{path} kept changing while tars tried to update it; try again")
+def split_lines(text: str) -> list[str]:
+    """The lines of a file as tars reads and writes them: split at \\n only (so a U+2028 or a
+    form feed inside a line of the user's stays where it is), without a \\r at the end."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return st.st_mtime_ns, st.st_size
+def join_lines(lines: list[str], like: str) -> str:
+    """Lines back into a file, with the line ending of ``like`` (the text they came from)."""
+    newline = "\r\n" if "\r\n" in like else "\n"
+    return newline.join(lines) + newline if lines else ""
 
 
-def normalise(text: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", " ", _BULLET.sub("", text).lower()).split())
-
-
-def bullets(text: str) -> list[tuple[int, str, str]]:
-    """(line index, bullet text, section) for every bullet line, outside code fences."""
+def memory_lines(text: str) -> list[MemoryLine]:
+    """Every line holding a fact or rule: not headings, blank lines, code fences, front
+    matter, rules or comment-only lines."""
+    lines = split_lines(text)
+    start = 0
+    if lines and lines[0].rstrip() == "---":
+        start = next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), 0)
     found, section, fenced = [], "", False
-    for index, line in enumerate(text.splitlines()):
-        if line.lstrip().startswith(("```", "~~~")):
+    for index in range(start, len(lines)):
+        line = lines[index]
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
             fenced = not fenced
             continue
-        if fenced:
+        if fenced or not stripped:
             continue
         if heading := _HEADING.match(line):
             section = heading.group(2)
-        elif _BULLET.match(line):
-            found.append((index, _BULLET.sub("", line).strip(), section))
+            continue
+        parsed = _parse_line(line)
+        if parsed is not None:
+            found.append(MemoryLine(index, line, parsed[0], section, parsed[1]))
     return found
+
+
+@lru_cache(maxsize=65536)
+def _parse_line(line: str) -> tuple[str, provenance.Stamp | None] | None:
+    """(the text shown, the stamp) of a line that holds a fact; None for a rule or a comment.
+    Cached: a remember re-reads a file whose lines are almost all the same as last time."""
+    stripped = line.strip()
+    if _RULE.match(line) or (stripped.startswith("<!--") and stripped.endswith("-->")):
+        return None
+    body, stamp = provenance.split(line)
+    shown = _LIST_PREFIX.sub("", body).strip()
+    return (shown, stamp) if facts.key(shown) else None
 
 
 def insert_under(text: str, section: str, line: str) -> str:
     """Add ``line`` at the end of the named section (any heading level), creating the
     section at the end of the file if there is none."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     wanted = section.lower()
-    start = next((i for i, text in enumerate(lines) if (m := _HEADING.match(text)) and m.group(2).lower() == wanted), None)
+    start = next((i for i, current in enumerate(lines) if (m := _HEADING.match(current)) and m.group(2).lower() == wanted), None)
     if start is None:
-        body = text.rstrip("\n")
-        return (body + "\n\n" if body else "") + f"# {section}\n{line}\n"
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return join_lines([*lines, *([""] if lines else []), f"# {section}", line], text)
     level = len(_HEADING.match(lines[start]).group(1))
     end = len(lines)
     for i in range(start + 1, len(lines)):
@@ -127,14 +172,48 @@ def insert_under(text: str, section: str, line: str) -> str:
     while last > start + 1 and not lines[last - 1].strip():
         last -= 1
     lines.insert(last, line)
-    return "\n".join(lines) + "\n"
+    return join_lines(lines, text)
+
+
+def _locate(text: str, line: MemoryLine | None, wanted_key: str) -> int | None:
+    """Where a line is now: the same text at the same place, else the same text anywhere,
+    else the first line that reads the same (bullet and stamp aside)."""
+    lines = split_lines(text)
+    if line is not None:
+        if line.index < len(lines) and lines[line.index] == line.raw:
+            return line.index
+        if line.raw in lines:
+            return lines.index(line.raw)
+    return next((m.index for m in memory_lines(text) if facts.key(m.text) == wanted_key), None)
+
+
+def _swap_line(text: str, index: int, new: str | None) -> str:
+    lines = split_lines(text)
+    if new is None:
+        del lines[index]
+    else:
+        lines[index] = new
+    return join_lines(lines, text)
+
+
+def remove_line(text: str, wanted_key: str) -> str | None:
+    """The text without the first line that reads as ``wanted_key``; None if there is none."""
+    index = _locate(text, None, wanted_key)
+    return None if index is None else _swap_line(text, index, None)
+
+
+class _Gone(Exception):
+    """The line a change was about left the file between the look and the write."""
 
 
 class MemoryFiles:
-    def __init__(self, vault: Path, config: MemoryConfig):
+    def __init__(self, vault: Path, config: MemoryConfig, vectors: Cosines | None = None):
         self.vault = vault
         self.config = config
-        self._lock = threading.Lock()
+        self.vectors = vectors
+        self._lock = threading.RLock()  # one writer of memory files at a time
+        self.guard = WriteGuard(self.verify)
+        self.on_repair: Callable[[str], None] | None = None  # told (a vault path) after the guard rewrote a file
 
     def path(self, name: str) -> Path:
         return self.vault / name
@@ -147,60 +226,194 @@ class MemoryFiles:
     def procedural(self) -> Path:
         return self.path(self.config.procedural_file)
 
+    def target(self, kind: str) -> Path:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be semantic or procedural, not {kind!r}")
+        return self.semantic if kind == "semantic" else self.procedural
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.vault).as_posix()
+
     def read_semantic(self) -> str:
         return read_text(self.semantic)
 
     def read_procedural(self) -> str:
         return read_text(self.procedural)
 
-    def remember(self, fact: str, kind: str = "semantic", section: str = "", similarity: Similarity | None = None) -> Remembered:
-        """Add a fact (semantic, under a fitting heading of Memory.md) or a rule (procedural),
-        unless a near-duplicate is already there."""
-        fact = " ".join(fact.split()).lstrip("-*+ ").strip()
+    def lines(self, kind: str = "semantic") -> list[MemoryLine]:
+        return memory_lines(read_text(self.target(kind)))
+
+    # ---- remember ----
+
+    def remember(
+        self, fact: str, kind: str = "semantic", section: str = "", mode: str = "", replace_line: str = "", conversation: str = ""
+    ) -> Remembered:
+        """Add a fact (semantic, under a fitting heading of Memory.md) or a rule (procedural).
+
+        mode "": refused when the file already says the same (duplicate) or something close
+        that differs (possible_update: the caller asks the user). "replace": the line it
+        resembles (or ``replace_line``, exactly) is replaced in place; with nothing alike the
+        fact is added. "force": added even beside a similar line (never twice word for word)."""
+        fact = _LIST_PREFIX.sub("", provenance.strip(" ".join(fact.split()))).strip()
         if not fact:
             raise ValueError("nothing to remember: the fact is empty")
-        if kind not in ("semantic", "procedural"):
-            raise ValueError(f"kind must be semantic or procedural, not {kind!r}")
-        target = self.semantic if kind == "semantic" else self.procedural
-        rel = target.relative_to(self.vault).as_posix()
+        if mode not in MODES:
+            raise ValueError(f"mode must be '', 'replace' or 'force', not {mode!r}")
+        if replace_line.strip() and mode != "replace":
+            raise ValueError("replace_line goes with mode 'replace'")
+        target = self.target(kind)
+        rel = self.rel(target)
         with self._lock:
-            existing = bullets(read_text(target))
-            duplicate = self._duplicate(fact, [text for _, text, _ in existing], similarity)
-            if duplicate:
-                return Remembered(False, rel, "", duplicate)
-            chosen = section.strip() or (self._section_for(fact, existing, similarity) if kind == "semantic" else "Rules")
-            atomic_update(target, lambda text: insert_under(text, chosen, f"- {fact}"))
-        return Remembered(True, rel, chosen)
+            existing = memory_lines(read_text(target))
+            texts = [line.text for line in existing]
+            old: MemoryLine | None = None
+            cosines = None
+            if mode == "replace" and replace_line.strip():
+                old = self._find(existing, replace_line)
+                if old is None:
+                    raise ValueError(
+                        f"the line {replace_line.strip()!r} is not in {rel} any more; remember the fact again to see the lines now"
+                    )
+            elif mode == "force":  # kept beside anything similar, but never twice word for word
+                same = next((line for line in existing if facts.key(line.text) == facts.key(fact)), None)
+                if same is not None:
+                    return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
+            else:
+                cosines = self._cosines(fact, texts)
+                verdict = facts.judge(fact, texts, cosines)
+                similar = existing[verdict.index] if verdict.index >= 0 else None
+                if similar is not None and mode == "":
+                    return Remembered(verdict.kind, rel, similar.section, similar=similar.text, reason=verdict.reason)
+                old = similar  # mode "replace": the line it repeats or updates, if any
+            stamp = provenance.new_stamp(conversation)
+            if old is not None:
+                return self._replace(target, old, fact, stamp)
+            if not section.strip() and kind == "semantic" and cosines is None:
+                cosines = self._cosines(fact, texts)
+            chosen = section.strip() or (self._section_for(fact, existing, cosines) if kind == "semantic" else RULES_SECTION)
+            line = f"- {fact} {stamp.render()}"
+            self._write(target, lambda text: insert_under(text, chosen, line), added=[(line, chosen)])
+        return Remembered(ADDED, rel, chosen, line=fact)
+
+    def _replace(self, target: Path, old: MemoryLine, fact: str, stamp: provenance.Stamp) -> Remembered:
+        prefix = _LIST_PREFIX.match(old.raw)
+        line = f"{prefix.group(0) if prefix else '- '}{fact} {stamp.render()}"
+        old_key = facts.key(old.text)
+
+        def change(text: str) -> str:
+            index = _locate(text, old, old_key)
+            if index is None:
+                raise _Gone
+            return _swap_line(text, index, line)
+
+        try:
+            self._write(target, change, added=[(line, old.section)], removed=[old.raw])
+        except _Gone:
+            raise ValueError(f"the line {old.text!r} left {self.rel(target)} meanwhile; remember the fact again") from None
+        return Remembered(REPLACED, self.rel(target), old.section, line=fact, similar=old.text, replaced=old.text)
+
+    def _cosines(self, text: str, lines: list[str]):
+        return self.vectors.cosines(text, lines) if self.vectors is not None and lines else None
 
     @staticmethod
-    def _duplicate(fact: str, existing: list[str], similarity: Similarity | None) -> str:
-        wanted = normalise(fact)
-        for text in existing:
-            if difflib.SequenceMatcher(None, wanted, normalise(text)).ratio() >= DUPLICATE_TEXT_RATIO:
-                return text
-        if similarity and existing:
-            scores = similarity(fact, existing)
-            best = max(range(len(existing)), key=lambda i: scores[i])
-            if scores[best] >= DUPLICATE_COSINE:
-                return existing[best]
-        return ""
+    def _find(lines: list[MemoryLine], wanted: str) -> MemoryLine | None:
+        """A line named by the client: its exact text, else one that reads the same."""
+        wanted = _LIST_PREFIX.sub("", provenance.strip(wanted.strip())).strip()
+        exact = next((line for line in lines if line.text == wanted), None)
+        return exact or next((line for line in lines if facts.key(line.text) == facts.key(wanted)), None)
 
     @staticmethod
-    def _section_for(fact: str, existing: list[tuple[int, str, str]], similarity: Similarity | None) -> str:
-        candidates = [(text, section) for _, text, section in existing if section]
-        if similarity and candidates:
-            scores = similarity(fact, [text for text, _ in candidates])
-            best = max(range(len(candidates)), key=lambda i: scores[i])
-            if scores[best] >= SECTION_COSINE:
-                return candidates[best][1]
-        return DEFAULT_SECTION
+    def _section_for(fact: str, existing: list[MemoryLine], cosines) -> str:
+        placed = [i for i, line in enumerate(existing) if line.section]
+        if not placed:
+            return DEFAULT_SECTION
+        if cosines is not None:
+            known = [i for i in placed if cosines[i] == cosines[i]]
+            if known:
+                best = max(known, key=lambda i: cosines[i])
+                if cosines[best] >= SECTION_COSINE:
+                    return existing[best].section
+        new = facts.features(fact)
+        scores = {i: facts.closeness(new, facts.features(existing[i].text)) for i in placed}
+        best = max(scores, key=scores.get)
+        return existing[best].section if scores[best] >= SECTION_OVERLAP else DEFAULT_SECTION
 
     def append_rules(self, rules: list[str]) -> int:
-        added = 0
-        for rule in rules:
-            if self.remember(rule, "procedural").added:
-                added += 1
-        return added
+        """Rules the user approved in /review: kept even beside a similar rule (never twice)."""
+        return sum(1 for rule in rules if self.remember(rule, "procedural", mode="force").added)
+
+    # ---- forget ----
+
+    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5) -> Forgotten:
+        """Without ``confirm_line``: the lines closest to ``text``, best first, for the user to
+        choose from. With it: that exact line is removed."""
+        target = self.target(kind)
+        rel = self.rel(target)
+        with self._lock:
+            existing = memory_lines(read_text(target))
+            if confirm_line.strip():
+                old = self._find(existing, confirm_line)
+                if old is None:
+                    raise ValueError(f"{confirm_line.strip()!r} is not in {rel} (any more); run forget again to see its lines now")
+                old_key = facts.key(old.text)
+
+                def change(current: str) -> str:
+                    index = _locate(current, old, old_key)
+                    if index is None:
+                        raise _Gone
+                    return _swap_line(current, index, None)
+
+                try:
+                    self._write(target, change, removed=[old.raw])
+                except _Gone:
+                    pass  # gone already: what the user wanted
+                return Forgotten(rel, [], removed=old.text)
+        if not text.strip():
+            raise ValueError("say what to forget: some words of the line")
+        texts = [line.text for line in existing]
+        cosines = self._cosines(text, texts)
+        scored = []
+        for i, line in enumerate(existing):
+            cosine = None if cosines is None or cosines[i] != cosines[i] else float(cosines[i])
+            score = facts.match_score(text, line.text, cosine)
+            if score >= FORGET_MIN_SCORE:
+                shown = line.stamp.describe() if line.stamp is not None else ""
+                scored.append(Candidate(line.text, line.section, line.index + 1, round(score, 3), shown))
+        scored.sort(key=lambda c: (-c.score, c.line_number))
+        return Forgotten(rel, scored[: max(1, limit)])
+
+    # ---- writing, and the guard ----
+
+    def _write(
+        self, target: Path, change: Callable[[str], str], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
+    ) -> None:
+        atomic_update(
+            target,
+            change,
+            repair=lambda text, st: self.guard.repair(target, text, st),
+            written=lambda st: self.guard.wrote(target, st, added or [], removed or []),
+        )
+
+    def verify(self, target: Path) -> None:
+        """The guard's check: put back lines a write race lost (see tarsd/memory_guard.py)."""
+        with self._lock:
+            if not self.guard.watching(target):
+                return
+            before = self.guard.restored + self.guard.removed_again
+            atomic_update(
+                target,
+                lambda text: None,
+                repair=lambda text, st: self.guard.repair(target, text, st),
+                written=lambda st: self.guard.wrote(target, st, [], []),
+            )
+            repaired = self.guard.restored + self.guard.removed_again != before
+        if repaired and self.on_repair is not None:
+            self.on_repair(self.rel(target))
+
+    def changed(self, rel: str) -> None:
+        """A watcher event for a vault path: memory files tars wrote lately are checked."""
+        if rel in (self.config.semantic_file, self.config.procedural_file):
+            self.guard.changed(self.path(rel))
 
     # ---- feedback: /w and /r ----
 
@@ -227,17 +440,6 @@ class MemoryFiles:
                 os.replace(path, target)
                 archived.append(target.relative_to(self.vault).as_posix())
         return archived
-
-    def warnings(self, count_tokens: Callable[[str], int]) -> list[str]:
-        text = self.read_semantic()
-        lines = len([line for line in text.splitlines() if line.strip()])
-        tokens = count_tokens(text)
-        if lines > self.config.warn_lines or tokens > self.config.warn_tokens:
-            return [
-                f"{self.config.semantic_file} has {lines} lines and about {tokens} tokens, past the guideline of "
-                f"{self.config.warn_lines} lines / {self.config.warn_tokens} tokens; it is in every prompt, so trim it"
-            ]
-        return []
 
 
 def _one_line(text: str, limit: int = 500) -> str:

@@ -39,6 +39,8 @@ from tarsctl.protocol import (
     Explain,
     Feedback,
     FeedbackSaved,
+    Forget,
+    Forgotten,
     Hello,
     Hit,
     Index,
@@ -46,6 +48,7 @@ from tarsctl.protocol import (
     LinkHit,
     Links,
     LinksReply,
+    MemoryCandidate,
     Message,
     Ping,
     Pong,
@@ -72,6 +75,7 @@ from tarsctl.protocol import (
 
 from . import __version__
 from .chat.providers import ProviderError
+from .chat.tools import tool_summary
 from .search import LINK_BOOST, LINK_BOOST_CAP, MODES, TITLE_BOOST, Candidate, SearchError
 from .store import Filter
 from .sync_queue import SyncFailed
@@ -83,7 +87,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES = ["search", "index", "status", "progress", "stop", "chat", "cancel", "remember", "feedback", "review", "links", "related"]
+CAPABILITIES = [
+    "search",
+    "index",
+    "status",
+    "progress",
+    "stop",
+    "chat",
+    "cancel",
+    "remember",
+    "feedback",
+    "review",
+    "forget",
+    "remember_modes",
+    "links",
+    "related",
+]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
 VECTOR_PROGRESS_SECONDS = 0.5
@@ -263,6 +282,7 @@ class Server:
             Cancel: self._cancel,
             EndConversation: self._end_conversation,
             Remember: self._remember,
+            Forget: self._forget,
             Feedback: self._feedback,
             Review: self._review,
             ApplyReview: self._apply_review,
@@ -439,8 +459,32 @@ class Server:
         yield ConversationEnded(id=request.id, session_log=result.session_log, warnings=result.warnings)
 
     async def _remember(self, request: Remember, _connection: _Connection) -> AsyncIterator[Message]:
-        done = await asyncio.to_thread(self.daemon.assistant.remember, request.fact, request.kind, request.section)
-        yield Remembered(id=request.id, added=done.added, path=done.path, section=done.section, duplicate_of=done.duplicate_of)
+        done = await asyncio.to_thread(
+            self.daemon.assistant.remember,
+            request.fact,
+            request.kind,
+            request.section,
+            request.mode,
+            request.replace_line,
+            request.conversation,
+        )
+        yield Remembered(
+            id=request.id,
+            added=done.added,
+            path=done.path,
+            section=done.section,
+            duplicate_of=done.duplicate_of,
+            status=done.status,
+            similar=done.similar,
+            reason=done.reason,
+            replaced=done.replaced,
+            line=done.line,
+        )
+
+    async def _forget(self, request: Forget, _connection: _Connection) -> AsyncIterator[Message]:
+        done = await asyncio.to_thread(self.daemon.assistant.forget, request.text, request.kind, request.confirm_line, request.limit)
+        candidates = [MemoryCandidate(c.line, c.section, c.line_number, c.score, c.provenance) for c in done.candidates]
+        yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed)
 
     async def _feedback(self, request: Feedback, _connection: _Connection) -> AsyncIterator[Message]:
         path = await asyncio.to_thread(self.daemon.assistant.feedback, request.conversation, request.good, request.note)
@@ -669,7 +713,13 @@ class Server:
                 yield ToolActivity(id=request.id, phase="call", name=value.name, arguments=value.arguments)
             else:
                 call, output = value
-                yield ToolActivity(id=request.id, phase="result", name=call.name, result=output[:TOOL_RESULT_PREVIEW])
+                yield ToolActivity(
+                    id=request.id,
+                    phase="result",
+                    name=call.name,
+                    result=output[:TOOL_RESULT_PREVIEW],
+                    summary=tool_summary(call.name, output),
+                )
         result = job.result()  # raises ProviderError etc. for _dispatch to answer
         yield ChatDone(
             id=request.id,

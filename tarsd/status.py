@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tarsctl.protocol import PROTOCOL_VERSION, Coverage, EmbedderStatus, FileHealth, Status, StatusReply
+from tarsctl.protocol import PROTOCOL_VERSION, Coverage, EmbedderStatus, FileHealth, MemoryStatus, Status, StatusReply
 
 from . import __version__
 from .vault import walk
@@ -110,6 +110,9 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
     if daemon.watcher.error:
         warnings.append(f"watcher: {daemon.watcher.error}")
     warnings.extend(daemon.assistant.warnings())
+    memory = dict(daemon.assistant.memory_status())
+    if memory.get("last_restored_at") is None:
+        memory["last_restored_at"] = 0.0  # never
     return StatusReply(
         id=request.id,
         vault=str(daemon.vault),
@@ -135,4 +138,5 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
             "protocol": str(PROTOCOL_VERSION),
         },
         warnings=warnings,
+        memory=MemoryStatus(**memory),
     )

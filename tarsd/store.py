@@ -28,7 +28,7 @@ from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -132,7 +132,20 @@ INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('automerge', 16);  -- fewer mer
 UPDATE files SET chunker = '' WHERE skipped = 0;
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+
+# Version 4: vectors of memory lines for dedup and selective recall (tarsd/memory_vectors.py
+# holds its SQL). A table of their own: prune_cache keeps only vectors of chunks in use.
+_SCHEMA_MEMORY_VECTORS = """
+CREATE TABLE memory_line_vectors (
+    fingerprint TEXT NOT NULL,   -- the embedder's
+    line_hash TEXT NOT NULL,     -- sha256 of the normalised line (tarsd/facts.py key)
+    vector BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (fingerprint, line_hash)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_MEMORY_VECTORS}
 
 CONNECTION_PRAGMAS = (
     "PRAGMA journal_mode = WAL",

@@ -73,6 +73,11 @@ class SyncQueue:
         self._lock = threading.Lock()
         self._due: dict[str, float] = {}  # path -> monotonic time its debounce ends
         self._in_flight: set[str] = set()  # taken by the worker, not committed yet
+        # Per path: how many times the worker took it, and which take was last finished. A
+        # wait for a commit waits for the take it needs, not for saves that come after it.
+        self._taken: dict[str, int] = {}
+        self._finished: dict[str, int] = {}
+        self._retrying: set[str] = set()  # failed: back in _due after a back-off
         self._urgent = threading.Event()  # some path in _due may be due: the sync thread checks it
         self._jobs: deque[_Job] = deque()
         self._reconcile = False
@@ -98,10 +103,19 @@ class SyncQueue:
     def touch(self, path: str) -> None:
         self.loop.call_soon_threadsafe(self._touch, path, self.debounce)
 
+    def touch_now(self, path: str) -> None:
+        """Index a path as soon as the worker can, without waiting for it (a file tars just
+        wrote; a search meanwhile settles on it)."""
+        self.loop.call_soon_threadsafe(self._touch, path, 0.0)
+
     def _touch(self, path: str, delay: float) -> None:
-        deadline = time.monotonic() + delay
+        now = time.monotonic()
+        deadline = now + delay
         with self._lock:
-            self._due[path] = deadline
+            # A path already due (a search or tars's own write asked for it) is not put off
+            # by the event of that very save arriving a moment later.
+            if self._due.get(path, deadline) > now:
+                self._due[path] = deadline
         self.loop.call_at(self.loop.time() + delay, self._deadline_passed)
 
     def _deadline_passed(self) -> None:
@@ -144,8 +158,10 @@ class SyncQueue:
         with self._lock:
             if paths is not None:
                 self._due.update(dict.fromkeys(paths, 0.0))
-            waiting = set(self._due) | self._in_flight
-            if not waiting:
+            # The take that commits each path: the next one for a due path, the running one otherwise.
+            needed = {p: self._taken.get(p, 0) + 1 for p in self._due}
+            needed.update({p: self._taken.get(p, 0) for p in self._in_flight if p not in needed})
+            if not needed:
                 return True
             for path in self._due:
                 self._due[path] = 0.0  # due now
@@ -154,7 +170,7 @@ class SyncQueue:
 
         def committed() -> bool:
             with self._lock:
-                return not (waiting & (self._due.keys() | self._in_flight))
+                return all(self._finished.get(p, 0) >= take and p not in self._retrying for p, take in needed.items())
 
         try:
             async with self._settled:
@@ -203,13 +219,16 @@ class SyncQueue:
             ready = [path for path, deadline in self._due.items() if deadline <= now]
             for path in ready:
                 del self._due[path]
+                self._taken[path] = self._taken.get(path, 0) + 1
             self._in_flight.update(ready)
+            self._retrying.difference_update(ready)
         return ready
 
     def finished(self, paths: list[str]) -> None:
         """Paths committed (called from the sync thread): wake searches waiting to settle."""
         with self._lock:
             self._in_flight.difference_update(paths)
+            self._finished.update({p: self._taken.get(p, 0) for p in paths})
         self.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._notify_settled()))
 
     async def _notify_settled(self) -> None:
@@ -287,6 +306,8 @@ class SyncQueue:
         if job.paths is None:
             self.loop.call_later(retry.delay, self._request_reconcile)
         else:
+            with self._lock:
+                self._retrying.update(job.paths)
             for path in job.paths:
                 self._touch(path, retry.delay)
         self._vectors_wake.set()

@@ -126,6 +126,8 @@ def _classify(root: Path, rel: str, st: os.stat_result) -> DiskFile | None:
     """A regular note, a note-like entry to skip with its reason, or None (not a note)."""
     path, name_problem = display_path(rel)
     mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        return None  # a folder, even one named like a note: the walk goes into it
     if stat.S_ISLNK(mode):
         is_folder = os.path.isdir(root / rel)
         if not is_folder and is_ignored(path):

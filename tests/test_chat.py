@@ -11,6 +11,7 @@ import pytest
 from conftest import write
 from tarsd.chat.assistant import TOOL_BUDGET_NOTE, Assistant
 from tarsd.chat.providers import ProviderError
+from tarsd.provenance import new_stamp
 
 PERRY = "# Pets\n\nPerry is Sam's beagle; he loves the beach at Dollymount.\n"
 
@@ -96,20 +97,28 @@ def test_remember_lands_in_memory_and_is_found_by_the_next_search(make_assistant
     assistant = make_assistant()
     assistant.chat("cli", "remember that I love lapsang souchong")
     memory = (vault / "Memory.md").read_text()
-    assert memory == "# Core\n- Name: Sam\n\n# Preferences\n- Editor: Neovim\n- Favourite tea: lapsang souchong\n"
+    stamp = new_stamp("cli").render()  # provenance: the date and the conversation
+    assert memory == f"# Core\n- Name: Sam\n\n# Preferences\n- Editor: Neovim\n- Favourite tea: lapsang souchong {stamp}\n"
     assert [r.path for r in assistant.engine.searcher.search("lapsang", mode="fts").results] == ["Memory.md"]
-    assert json.loads(tool_results(fake_ollama.bodies("/api/chat")[1])[0]) == {"added": True, "file": "Memory.md", "section": "Preferences"}
+    assert json.loads(tool_results(fake_ollama.bodies("/api/chat")[1])[0]) == {
+        "status": "added",
+        "file": "Memory.md",
+        "section": "Preferences",
+    }
 
 
-def test_user_triggered_remember_skips_near_duplicates(make_assistant, vault):
+def test_user_triggered_remember_skips_duplicates_and_asks_about_updates(make_assistant, vault):
     write(vault, "Memory.md", "# Core\n- Name: Sam\n\n# Pets\n- Dog: Perry (beagle)\n")
     assistant = make_assistant(kind="local")
-    first = assistant.remember("my dog's name is Perry")
-    assert not first.added and first.duplicate_of == "Dog: Perry (beagle)"
+    assert assistant.engine.embedder.wait_ready()
+    first = assistant.remember("my dog's name is Perry")  # says less than the line: not a restatement
+    assert first.status == "possible_update" and first.similar == "Dog: Perry (beagle)" and "beagle" in first.reason
+    same = assistant.remember("Dog: Perry (a beagle)")
+    assert same.status == "duplicate" and same.duplicate_of == "Dog: Perry (beagle)"
     added = assistant.remember("My cat is called Luna")
     assert added.added and added.section == "Pets"  # the section holding the most similar fact
     again = assistant.remember("my cat is called Luna!")
-    assert not again.added
+    assert again.status == "duplicate" and not again.added
     rule = assistant.remember("Answer in British English", kind="procedural")
     assert rule.added and "- Answer in British English" in (vault / "Procedural.md").read_text()
     assert [r.path for r in assistant.engine.searcher.search("Luna", mode="fts").results] == ["Memory.md"]
@@ -121,7 +130,7 @@ def test_memory_writes_keep_an_edit_made_meanwhile(make_assistant, vault):
     # The file is re-read right before writing: an edit saved in Obsidian is kept.
     (vault / "Memory.md").write_text("# Core\n- Name: Sam\n- Town: Dublin\n", encoding="utf-8")
     assistant.remember("Loves sea swimming", section="Core")
-    assert (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n- Town: Dublin\n- Loves sea swimming\n"
+    assert (vault / "Memory.md").read_text() == f"# Core\n- Name: Sam\n- Town: Dublin\n- Loves sea swimming {new_stamp().render()}\n"
     assert not list(vault.glob(".*tars-tmp"))
 
 
@@ -337,4 +346,83 @@ def test_unknown_tools_and_bad_arguments_are_answered_not_raised(make_assistant,
 def test_memory_status_warns_when_memory_grows(make_assistant, vault):
     write(vault, "Memory.md", "# Core\n" + "".join(f"- fact number {i}\n" for i in range(120)))
     [warning] = make_assistant().warnings()
-    assert "Memory.md has 121 lines" in warning and "trim it" in warning
+    assert "the Core section of Memory.md has 121 lines" in warning and "trim it" in warning
+
+
+TOPICS = {
+    "Garden": ["tomatoes", "compost", "roses", "greenhouse", "seedlings", "lettuce"],
+    "Cars": ["Corolla", "tyres", "mechanic", "diesel", "insurance", "windscreen"],
+    "Music": ["piano", "jazz", "vinyl", "Coltrane", "choir", "ukulele"],
+    "Travel": ["Lisbon", "passport", "ferry", "hostel", "itinerary", "luggage"],
+    "Work": ["standup", "deadline", "payroll", "laptop", "manager", "roadmap"],
+    "Health": ["dentist", "physio", "allergy", "vitamins", "running", "sleep"],
+    "Books": ["novel", "library", "Tolkien", "poetry", "bookshelf", "audiobook"],
+    "Finance": ["pension", "mortgage", "budget", "savings", "invoice", "taxes"],
+    "Kitchen": ["sourdough", "oven", "risotto", "spices", "blender", "pantry"],
+    "Sport": ["football", "swimming", "marathon", "tennis", "cycling", "yoga"],
+}
+CORE = ["Name: Sam", "Lives in Dublin", "Partner: Alex", "Answer in British English"]
+
+
+def long_memory(per_section: int, topics: int = len(TOPICS)) -> str:
+    parts = ["# Core", *(f"- {line}" for line in CORE), ""]
+    for topic, words in list(TOPICS.items())[:topics]:
+        parts.append(f"# {topic}")
+        parts += [f"- {topic} note {i}: {words[i % 6]} and {words[(i + 2) % 6]}, item {i}" for i in range(per_section)]
+        parts.append("")
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("provider, kind", [("ollama", "none"), ("anthropic", "none"), ("ollama", "local")])
+def test_a_long_memory_reaches_the_prompt_selectively(make_assistant, vault, provider, kind, fake_ollama, fake_anthropic):
+    write(vault, "Memory.md", long_memory(29))
+    assert len((vault / "Memory.md").read_text().splitlines()) >= 300
+    server = server_for(provider, fake_ollama, fake_anthropic)
+    server.script = [{"text": "Late May."}]
+    assistant = make_assistant(provider, kind=kind)
+    if kind == "local":
+        assert assistant.engine.embedder.wait_ready()
+    assistant.chat("cli", "when should I plant the tomatoes and the lettuce in the greenhouse?")
+    system = system_of(chat_bodies(server)[-1])
+    memory = system[system.index("<memory ") : system.index("</memory>")]
+    assert all(f"- {line}" in memory for line in CORE)  # the always-on part
+    assert "- Garden note 0: tomatoes and roses, item 0" in memory and "- Garden note 28:" in memory  # the relevant section, whole
+    assert "Cars note" not in memory and "Finance note" not in memory  # not the whole file
+    assert memory.startswith('<memory mode="selective" omitted="Cars; Music; Travel; Work; Health; Books; Finance; Kitchen; Sport">')
+    assert "search them with memory_search" in system
+    assert assistant.memory_status()["mode"] == "selective"
+
+
+def test_a_short_memory_reaches_the_prompt_whole(make_assistant, vault, fake_ollama):
+    write(vault, "Memory.md", long_memory(2, topics=6))
+    assert 25 <= len((vault / "Memory.md").read_text().splitlines()) <= 30
+    fake_ollama.script = [{"text": "Late May."}]
+    assistant = make_assistant()
+    assistant.chat("cli", "when should I plant the tomatoes?")
+    system = system_of(fake_ollama.bodies("/api/chat")[-1])
+    assert "<memory>\n" + long_memory(2, topics=6).strip() + "\n</memory>" in system
+    assert assistant.memory_status()["mode"] == "whole"
+
+
+def test_remember_before_the_model_loads_never_refuses_a_false_duplicate(make_assistant, vault, tmp_path):
+    write(vault, "Memory.md", "# Pets\n- My dog's name is Perry\n- Always answer in British English\n")
+    assistant = make_assistant(kind="local", embedder_model_dir=tmp_path / "no-model-here")
+    assert not assistant.engine.embedder.available()  # text alone decides
+    assert assistant.remember("my dog is called Perry").status == "duplicate"  # a restatement is still caught
+    for different in ("My cat's name is Perry", "My dog's name is not Perry", "Never answer in British English"):
+        result = assistant.remember(different)
+        assert result.status == "possible_update" and result.reason, (different, result)
+    assert assistant.remember("Allergic to penicillin").status == "added"
+
+
+def test_sections_under_a_single_title_heading():
+    from tarsd.chat.recall import split_sections
+
+    text = "# Memory\nAbout Sam.\n## Core\n- Name: Sam\n### Family\n- Partner: Alex\n"
+    text += "## Garden\n- Tomatoes in May\n```\n## not a heading\n```\n"
+    preamble, sections = split_sections(text)
+    assert preamble == ["# Memory", "About Sam."]
+    assert [(s.title, s.lines[1:]) for s in sections] == [
+        ("Core", ["- Name: Sam", "### Family", "- Partner: Alex"]),  # subsections stay with their section
+        ("Garden", ["- Tomatoes in May", "```", "## not a heading", "```"]),
+    ]

@@ -132,3 +132,16 @@ def test_scheduled_snapshot_of_an_idle_conversation(chat_daemon, vault, fake_oll
         client.call(Chat(id=1, conversation="cli", message="my bike needs a new chain"))
     log = wait_for(lambda: list((vault / "sessions").glob("*-bike-repair.md")), "the idle snapshot to write a session log")
     assert "Sam's bike needs a new chain" in log[0].read_text()
+
+
+def test_ending_a_conversation_twice_in_a_second_with_the_provider_down(start_daemon, vault):
+    daemon = start_daemon(TARS_CHAT_OLLAMA_HOST="http://127.0.0.1:9", TARS_CHAT_MAX_RETRIES="0")
+    from tarsctl.protocol import Chat, EndConversation
+
+    with daemon.client() as client:
+        for _ in range(3):
+            failed = list(client.stream(Chat(id=1, conversation="quick", message="hello")))
+            assert failed[-1].code == "unreachable"
+            ended = client.call(EndConversation(id=2, conversation="quick"))
+            assert "retried in the background" in ended.warnings[0]
+    assert "Traceback" not in daemon.log.read_text()

@@ -297,3 +297,16 @@ def test_saves_committed_in_the_middle_of_a_long_sync_are_not_indexed_twice(make
     counts = consistent(engine)
     assert counts["files"] == counts["chunks"] == 40
     assert paths(engine, "marker35") == ["n35.md"]
+
+
+def test_a_note_that_becomes_a_folder_is_not_a_skipped_note(make_engine, vault):
+    engine = make_engine(kind="none")
+    write(vault, "thing.md", "first a file")
+    engine.indexer.sync()
+    (vault / "thing.md").unlink()
+    (vault / "thing.md").mkdir()
+    write(vault, "thing.md/inside.md", "tomatoes inside")
+    engine.indexer.sync(paths=["thing.md"])  # the watcher's event for the old name
+    assert engine.store.problems() == []
+    engine.indexer.sync()
+    assert paths(engine, "tomatoes") == ["thing.md/inside.md"] and engine.store.problems() == []

@@ -1,4 +1,4 @@
-"""Forward migrations: a version-1 index (before conversations and links) opens and keeps its data."""
+"""Forward migrations: a version-1 index (before conversations, links and memory vectors) opens and keeps its data."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ def test_version_1_database_is_migrated_forward(tmp_path):
 
     store = Store(path)
     try:
-        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 3
+        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 4
         assert store.get_meta("kept") == "yes"
         tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert {"conversations", "messages", "links", "note_tags", "note_aliases", "chunks_vocab"} <= tables
+        assert {"conversations", "messages", "links", "note_tags", "note_aliases", "chunks_vocab", "memory_line_vectors"} <= tables
     finally:
         store.close()

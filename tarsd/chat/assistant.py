@@ -6,24 +6,26 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import numpy as np
-
 from ..config import Config
 from ..engine import Engine
-from ..memory import MemoryFiles, Remembered, atomic_update
+from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update
+from ..memory_vectors import LineVectors
 from . import prompts
 from .conversations import ChatMessage, Conversation, ConversationStore, ToolCall
 from .providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
+from .recall import MemoryRecall, Recall
 from .tools import SPECS, Tools
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[str, object], None]  # ("delta", text) | ("tool_call", ToolCall) | ("tool_result", (ToolCall, str))
 MAX_SUMMARY_CHARS = 4000
+PRUNE_SECONDS = 3600.0  # stored vectors of lines gone from the memory files are pruned at most this often
 TOOL_BUDGET_NOTE = "\n\n(The tool budget for this message is used up: answer now from what you have, without calling tools.)"
 
 
@@ -38,29 +40,58 @@ class TurnResult:
 
 
 class Assistant:
-    def __init__(self, config: Config, engine: Engine, reindex: Callable[[str], None]):
+    def __init__(self, config: Config, engine: Engine, reindex: Callable[[str], None], reindex_soon: Callable[[str], None] | None = None):
+        """``reindex`` commits a path to the index before returning; ``reindex_soon`` only
+        queues it at the front (a remember from the socket answers without waiting for the
+        index: the fact is on disk, and a search right after settles on the queued path)."""
         self.config = config
         self.chat_config = config.chat
         self.engine = engine
         self.vault = config.vault_path
-        self.memory = MemoryFiles(self.vault, config.memory)
+        self.vectors = LineVectors(engine.store, engine.embedder)
+        self.memory = MemoryFiles(self.vault, config.memory, self.vectors)
+        self.recall = MemoryRecall(config.memory, self.vectors, self._count_tokens)
         self.conversations = ConversationStore(engine.store)
         self.reindex = reindex
-        self.tools = Tools(self.vault, engine.searcher, self.memory, self.similarity, reindex)
+        self.reindex_soon = reindex_soon or reindex
+        self.memory.on_repair = self.reindex_soon
+        self.tools = Tools(self.vault, engine.searcher, self.memory, reindex)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._warming = threading.Lock()
+        self._pruned_at = float("-inf")
+        # Memory lines get their vectors as soon as the model is there (never waited for).
+        engine.embedder.on_change(self.warm_memory_vectors)
 
     def _lock(self, conversation_id: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(conversation_id, threading.Lock())
 
-    def similarity(self, text: str, candidates: list[str]) -> list[float]:
-        """Cosine of text against candidates with the embedder, or zeros without one."""
-        embedder = self.engine.embedder
-        if not candidates or not embedder.available():
-            return [0.0] * len(candidates)
-        vectors = embedder.embed([text, *candidates])
-        return [float(x) for x in np.asarray(vectors[1:]) @ np.asarray(vectors[0])]
+    def _count_tokens(self, text: str) -> int:
+        counter, _ = self.engine.embedder.counter()
+        return counter.count([text])[0] if text else 0
+
+    def warm_memory_vectors(self) -> None:
+        """Give every memory line its vector, in the background (model loaded, a file changed)."""
+        if not self._warming.acquire(blocking=False):
+            return  # one pass at a time; the lines a pass misses get theirs when next used
+        try:
+            lines = [line.text for kind in ("semantic", "procedural") for line in self.memory.lines(kind)]
+            self.vectors.warm(lines)
+            if time.monotonic() - self._pruned_at > PRUNE_SECONDS:
+                self._pruned_at = time.monotonic()
+                self.vectors.prune(lines)
+        except Exception:  # a help, never a failure
+            log.exception("could not prepare memory line vectors")
+        finally:
+            self._warming.release()
+
+    def file_changed(self, rel: str) -> None:
+        """A watcher event (any thread): memory files are checked for lines lost in a write race."""
+        if rel in (self.config.memory.semantic_file, self.config.memory.procedural_file):
+            self.memory.changed(rel)
+            if not self._warming.locked():
+                threading.Thread(target=self.warm_memory_vectors, name="memory-warm", daemon=True).start()
 
     # ---- a chat turn ----
 
@@ -86,7 +117,7 @@ class Assistant:
             # Saved before anything can fail: a provider error never loses the user's message.
             self.conversations.append(conversation, ChatMessage(role="user", content=text))
             chosen = make_provider(self.chat_config, provider, model)
-            self._answer(conversation, chosen, emit, cancel, result)
+            self._answer(conversation, chosen, emit, cancel, result, text)
             if not result.cancelled:
                 self._maybe_compact(conversation, chosen, result)
             if end:
@@ -104,9 +135,16 @@ class Assistant:
         result.warnings.extend(response.warnings)
         return prompts.wrap("relevant-context", prompts.notes_block(response.results)) if response.results else ""
 
-    def _answer(self, conversation: Conversation, provider: Provider, emit: Emit, cancel: threading.Event, result: TurnResult) -> None:
-        memory, rules = self.memory.read_semantic(), self.memory.read_procedural()
-        system = prompts.system_prompt(memory, rules, conversation.context, conversation.summary)
+    def recall_memory(self, message: str) -> Recall:
+        """Memory.md for the prompt: whole, or (past the budget) the core plus what is relevant to ``message``."""
+        return self.recall.select(self.memory.read_semantic(), message)
+
+    def _answer(
+        self, conversation: Conversation, provider: Provider, emit: Emit, cancel: threading.Event, result: TurnResult, message: str
+    ) -> None:
+        memory = self.recall_memory(message)
+        omitted = memory.omitted if memory.mode == "selective" else None
+        system = prompts.system_prompt(memory.text, self.memory.read_procedural(), conversation.context, conversation.summary, omitted)
         while True:
             budget_left = result.tool_rounds < self.chat_config.max_tool_rounds
             parts: list[str] = []
@@ -144,7 +182,7 @@ class Assistant:
             result.tool_rounds += 1
             for call in calls:
                 emit("tool_call", call)
-                output = self.tools.run(call)
+                output = self.tools.run(call, conversation.id)
                 emit("tool_result", (call, output))
                 self.conversations.append(conversation, ChatMessage(role="tool", content=output, tool_call_id=call.id, tool_name=call.name))
 
@@ -274,10 +312,18 @@ class Assistant:
 
     # ---- memory and feedback ----
 
-    def remember(self, fact: str, kind: str = "semantic", section: str = "") -> Remembered:
-        result = self.memory.remember(fact, kind, section, self.similarity)
+    def remember(
+        self, fact: str, kind: str = "semantic", section: str = "", mode: str = "", replace_line: str = "", conversation: str = ""
+    ) -> Remembered:
+        result = self.memory.remember(fact, kind, section, mode, replace_line, conversation)
         if result.added:
-            self.reindex(result.path)
+            self.reindex_soon(result.path)
+        return result
+
+    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5) -> Forgotten:
+        result = self.memory.forget(text, kind, confirm_line, limit)
+        if result.removed:
+            self.reindex_soon(result.path)
         return result
 
     def feedback(self, conversation_id: str, good: bool, note: str = "") -> str:
@@ -311,5 +357,29 @@ class Assistant:
         return added, archived
 
     def warnings(self) -> list[str]:
-        counter, _ = self.engine.embedder.counter()
-        return self.memory.warnings(lambda text: counter.count([text])[0] if text else 0)
+        return self.recall.warnings(self.memory.read_semantic())
+
+    def memory_status(self) -> dict[str, object]:
+        """For status: the size of Memory.md, the recall mode in force, and the write guard."""
+        recall = self.recall.select(self.memory.read_semantic())
+        settings = self.config.memory
+        return {
+            "file": settings.semantic_file,
+            "mode": recall.mode,
+            "lines": recall.lines,
+            "tokens": recall.tokens,
+            "budget_lines": settings.prompt_lines,
+            "budget_tokens": settings.prompt_tokens,
+            "core_section": settings.core_section,
+            "core_found": recall.core_found,
+            "always_lines": recall.always_lines,
+            "always_tokens": recall.always_tokens,
+            "facts": sum(len(self.memory.lines(kind)) for kind in ("semantic", "procedural")),
+            "vectors_pending": self.vectors.pending(),
+            "vectors_known": self.vectors.known(),
+            **self.memory.guard.describe(),
+        }
+
+    def close(self) -> None:
+        self.memory.guard.stop()
+        self.vectors.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import msgspec
@@ -117,7 +118,8 @@ class ConversationStore:
 
     def archive(self, conversation_id: str) -> str:
         """Set a conversation aside under a new id (its log is still owed) so the id starts afresh."""
-        archived = f"{conversation_id}{ARCHIVED}{time.strftime('%Y%m%d-%H%M%S')}"
+        # Unique even for two ends in one second (a provider down, /new twice).
+        archived = f"{conversation_id}{ARCHIVED}{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         with self.lock, self.conn:
             self.conn.execute(
                 """INSERT INTO conversations(id, created_at, updated_at, summary, context, logged_seq)

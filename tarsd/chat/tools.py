@@ -7,9 +7,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..memory import MemoryFiles, Similarity, read_text
 from tarsctl.protocol import parse_when
 
+from ..memory import MemoryFiles, Remembered, read_text
 from ..search import MODES, Searcher
 from ..store import Filter
 from ..tags import normalise as normalise_tag
@@ -39,13 +39,22 @@ SPECS = [
     {
         "name": "memory_remember",
         "description": "Store a durable fact about the user (kind semantic) or a standing rule for how to work (kind procedural). "
-        "Near-duplicates of what is already stored are not added twice.",
+        "A restatement of a stored line is not added twice. A fact close to a stored line but different (another name, number, "
+        "date, a negation) comes back as a possible update naming that line: call again with mode 'replace' and replace_line "
+        "set to it when the fact changed, or mode 'force' to keep both.",
         "parameters": {
             "type": "object",
             "properties": {
                 "fact": {"type": "string", "description": "one terse line, e.g. 'Dog: Perry (beagle)'"},
                 "kind": {"type": "string", "enum": ["semantic", "procedural"]},
                 "section": {"type": "string", "description": "optional heading in Memory.md, e.g. Core, Work, Preferences"},
+                "mode": {
+                    "type": "string",
+                    "enum": ["", "replace", "force"],
+                    "description": "empty: add unless already there or close to a stored line; replace: replace the line it "
+                    "updates (replace_line); force: add beside a similar line",
+                },
+                "replace_line": {"type": "string", "description": "with mode 'replace': the stored line to replace, exactly as reported"},
             },
             "required": ["fact"],
         },
@@ -71,21 +80,23 @@ class ToolError(Exception):
 
 
 class Tools:
-    def __init__(self, vault: Path, searcher: Searcher, memory: MemoryFiles, similarity: Similarity | None, reindex: Callable[[str], None]):
+    def __init__(self, vault: Path, searcher: Searcher, memory: MemoryFiles, reindex: Callable[[str], None]):
         self.vault = vault
         self.searcher = searcher
         self.memory = memory
-        self.similarity = similarity
         self.reindex = reindex
 
-    def run(self, call: ToolCall) -> str:
+    def run(self, call: ToolCall, conversation: str = "") -> str:
         """The tool's result as text for the model; errors are returned, not raised, so the
-        model can correct itself."""
+        model can correct itself. ``conversation`` goes into the provenance of remembered lines."""
         handler = {"memory_search": self._search, "memory_remember": self._remember, "read_note": self._read}.get(call.name)
         if handler is None:
             return f"error: there is no tool named {call.name!r}"
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
         try:
-            return handler(call.arguments if isinstance(call.arguments, dict) else {})
+            if call.name == "memory_remember":
+                return self._remember(arguments, conversation)
+            return handler(arguments)
         except (ToolError, ValueError, TypeError) as exc:
             return f"error: {exc}"
 
@@ -111,14 +122,18 @@ class Tools:
         header = prompts.DATA_PREFACE + "\n"
         return header + prompts.wrap("search-results", prompts.notes_block(response.results), query=query)
 
-    def _remember(self, args: dict) -> str:
-        fact = str(args.get("fact") or "")
-        kind = str(args.get("kind") or "semantic")
-        result = self.memory.remember(fact, kind, str(args.get("section") or ""), self.similarity)
-        if not result.added:
-            return json.dumps({"added": False, "reason": "already remembered", "existing": result.duplicate_of})
-        self.reindex(result.path)
-        return json.dumps({"added": True, "file": result.path, "section": result.section})
+    def _remember(self, args: dict, conversation: str = "") -> str:
+        result = self.memory.remember(
+            str(args.get("fact") or ""),
+            str(args.get("kind") or "semantic"),
+            str(args.get("section") or ""),
+            mode=str(args.get("mode") or ""),
+            replace_line=str(args.get("replace_line") or ""),
+            conversation=conversation or "chat",
+        )
+        if result.added:
+            self.reindex(result.path)
+        return json.dumps(remember_report(result))
 
     def _read(self, args: dict) -> str:
         rel = str(args.get("path") or "").strip().lstrip("/")
@@ -145,6 +160,45 @@ def _when(value: object) -> int | None:
         return int(parse_when(str(value)) * 1e9)
     except ValueError as exc:
         raise ToolError(str(exc)) from None
+
+
+def remember_report(result: Remembered) -> dict:
+    """What memory_remember tells the model (the lines are the user's data: the model reads them, never obeys them)."""
+    report: dict[str, object] = {"status": result.status, "file": result.path}
+    if result.status == "added":
+        report["section"] = result.section
+    elif result.status == "replaced":
+        report.update(section=result.section, old=result.replaced, new=result.line)
+    elif result.status == "duplicate":
+        report["existing"] = result.similar
+    else:
+        report.update(
+            similar=result.similar,
+            differs=result.reason,
+            next="if the user changed this fact, call memory_remember again with mode 'replace' and replace_line set to the "
+            "similar line; if both hold, with mode 'force'; if unsure, ask the user",
+        )
+    return report
+
+
+def tool_summary(name: str, output: str) -> str:
+    """One line for the user about what a tool changed in their memory ("" when nothing)."""
+    if name != "memory_remember" or not output.startswith("{"):
+        return ""
+    try:
+        report = json.loads(output)
+    except ValueError:
+        return ""
+    status, where = report.get("status"), report.get("file", "memory")
+    if status == "added":
+        return f"remembered in {where}" + (f" under {report['section']}" if report.get("section") else "")
+    if status == "replaced":
+        return f"replaced in {where}: {report.get('old', '')!r} -> {report.get('new', '')!r}"
+    if status == "duplicate":
+        return f"already in {where}: {report.get('existing', '')!r}"
+    if status == "possible_update":
+        return f"not stored yet: close to {report.get('similar', '')!r} in {where} ({report.get('differs', '')})"
+    return ""
 
 
 def _int(value: object, default: int, low: int, high: int) -> int:

@@ -1,0 +1,180 @@
+"""Atomic updates of files the user edits too (memory files, feedback, session logs).
+
+An update re-reads the file, applies the change, writes a temp file beside it (fsynced) and
+puts it in place in one step, if the file is still the version the change was made from;
+otherwise the change is made again on the new version. A check followed by a rename leaves
+a gap of microseconds in which an editor's save is overwritten unseen. Where the system can
+(Linux renameat2 RENAME_EXCHANGE, macOS renamex_np RENAME_SWAP) the temp file is therefore
+*swapped* with the original, and the version swapped out is checked: if an editor's save
+landed in the gap, it is swapped straight back and the change made again on it, so nothing
+of it is lost.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+Repair = Callable[[str, os.stat_result | None], str]  # (text of a version, its stat) -> text
+Written = Callable[[os.stat_result], None]  # the stat of the version written
+
+
+def read_text(path: Path) -> str:
+    """User-managed files are edited outside tars: never fail on their encoding."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def read_version(path: Path) -> tuple[str, os.stat_result | None]:
+    """The text of a file and the stat of that very version (one open file): ("", None) if missing."""
+    try:
+        with open(path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            return handle.read().decode("utf-8", errors="replace"), st
+    except FileNotFoundError:
+        return "", None
+
+
+def _stamp(st: os.stat_result | None) -> tuple[int, int, int] | None:
+    return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _exchange_function() -> Callable[[str, str], None] | None:
+    """Atomically swap two paths, where the C library offers it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+        call = libc.renameat2
+        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        at_fdcwd, rename_exchange = -100, 2
+
+        def exchange(a: str, b: str) -> None:
+            if call(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code), b)
+
+        return exchange
+    if sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+        call = libc.renamex_np
+        call.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint]
+        rename_swap = 0x2
+
+        def exchange(a: str, b: str) -> None:
+            if call(os.fsencode(a), os.fsencode(b), rename_swap) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code), b)
+
+        return exchange
+    return None
+
+
+_exchange = _exchange_function()
+# Filesystems that refused the swap (some network and FUSE mounts): plain renames there.
+_NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EPERM}
+
+
+# An editor saving every few milliseconds can beat a write a few times in a row (each takes an
+# fsync, ~4 ms here); after the first collisions a short random pause breaks the rhythm.
+ATTEMPTS = 40
+
+
+def atomic_update(
+    path: Path,
+    change: Callable[[str], str | None],
+    attempts: int = ATTEMPTS,
+    *,
+    repair: Repair | None = None,
+    written: Written | None = None,
+) -> str | None:
+    """Apply ``change`` to the file's current text and put the result in place atomically.
+
+    ``repair`` (optional) first sees every version read, with its stat, and may change it
+    (the write guard puts back lines a write race lost); ``change`` then makes the caller's
+    change, or returns None for none. Nothing is written when neither changed anything.
+    If the file changed on disk meanwhile, both are applied again to the new version.
+    ``written`` gets the stat of the version written. Returns the text written, or None."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text, st = read_version(path)
+    expected = _stamp(st)  # what should be at `path` when ours goes in
+    for attempt in range(attempts):
+        if attempt >= 2:
+            time.sleep(random.uniform(0.0, 0.002 * min(attempt, 5)))
+        base = repair(text, st) if repair is not None else text
+        new = change(base)
+        if new is None:
+            if base == text:
+                return None
+            new = base
+        # A dot-name keeps the temp file out of the index and the watcher's way.
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tars-tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(new)
+                handle.flush()
+                if st is not None:
+                    os.fchmod(handle.fileno(), st.st_mode & 0o777)
+                os.fsync(handle.fileno())
+                ours = os.fstat(handle.fileno())
+            placed = _put_in_place(temp, path, expected)
+            if placed is True:
+                if written is not None:
+                    written(ours)
+                return new
+            text, st = placed  # someone else's version is there: start again from it
+            expected = _stamp(st)
+        finally:
+            if os.path.exists(temp):
+                os.unlink(temp)
+    raise OSError(f"{path} kept changing while tars tried to update it; try again")
+
+
+def _put_in_place(temp: str, path: Path, expected: tuple[int, int, int] | None):
+    """True when ``temp`` replaced the version ``expected``; otherwise the (text, stat) of
+    the version found in its place, which stays in place."""
+    global _exchange
+    if expected is None:
+        try:
+            os.link(temp, path)  # create, never overwrite one made meanwhile
+            return True
+        except FileExistsError:
+            return read_version(path)
+    # Saved meanwhile (most collisions, during our write and fsync): nothing is swapped.
+    try:
+        if _stamp(os.stat(path)) != expected:
+            return read_version(path)
+    except FileNotFoundError:
+        return "", None
+    if _exchange is not None:
+        try:
+            _exchange(temp, str(path))
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:  # deleted meanwhile: create it again
+                return "", None
+            if exc.errno not in _NO_EXCHANGE:
+                raise
+            log.info("atomic swap not supported for %s (%s): using a rename", path, exc.strerror)
+            _exchange = None
+        else:
+            _, st = read_version(Path(temp))
+            if _stamp(st) == expected:
+                return True
+            # An editor saved in the microseconds between the check and the swap: its version
+            # was swapped out. Swap it straight back, and start again from it.
+            _exchange(temp, str(path))
+            return read_version(path)
+    os.replace(temp, path)
+    return True

@@ -1,0 +1,192 @@
+"""Memory files on disk: remember, replace, force, forget, provenance, the atomic swap and the
+write guard, on real files (no daemon: the daemon tests drive the same code over the socket)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import write
+from daemon_harness import wait_for
+from tarsd import atomic
+from tarsd.config import MemoryConfig
+from tarsd.memory import MemoryFiles, memory_lines
+from tarsd.memory_guard import WINDOW_SECONDS
+from tarsd.provenance import new_stamp
+
+STAMP = new_stamp().render()
+
+
+@pytest.fixture
+def memory(vault: Path) -> MemoryFiles:
+    files = MemoryFiles(vault, MemoryConfig())
+    yield files
+    files.guard.stop()
+
+
+def editor_save(path: Path, text: str, mtime: float | None = None) -> None:
+    """Save the way editors do: a temp file renamed over the original (optionally dated)."""
+    temp = path.with_name(f".{path.name}.editor")
+    temp.write_text(text, encoding="utf-8")
+    if mtime is not None:
+        os.utime(temp, (mtime, mtime))
+    os.replace(temp, path)
+
+
+def test_remember_stamps_its_line_and_leaves_the_users_lines_alone(memory, vault):
+    original = "---\ntags: [me]\n---\n# Core\n* Name: Sam   \n- Town: Dublin <!-- moved in 2019 -->\n\n# Pets\n1. Dog: Perry\n"
+    write(vault, "Memory.md", original)
+    result = memory.remember("Cat: Luna", section="Pets", conversation="nvim")
+    assert (result.status, result.section) == ("added", "Pets")
+    text = (vault / "Memory.md").read_text()
+    assert text == original + f"- Cat: Luna {new_stamp('nvim').render()}\n"
+    lines = memory.lines()
+    assert [(line.text, line.section, line.stamp is not None) for line in lines] == [
+        ("Name: Sam", "Core", False),
+        ("Town: Dublin <!-- moved in 2019 -->", "Core", False),
+        ("Dog: Perry", "Pets", False),
+        ("Cat: Luna", "Pets", True),
+    ]
+
+
+def test_a_restatement_is_refused_and_an_update_is_offered(memory, vault):
+    write(vault, "Memory.md", "# Core\n- My locker number is 12\n- Never answer in British English\n")
+    same = memory.remember("locker number: 12")
+    assert (same.status, same.similar, same.added) == ("duplicate", "My locker number is 12", False)
+    update = memory.remember("My locker number is 14")
+    assert update.status == "possible_update" and update.similar == "My locker number is 12" and "14" in update.reason
+    contradiction = memory.remember("Always answer in British English")
+    assert contradiction.status == "possible_update" and contradiction.similar == "Never answer in British English"
+    assert (vault / "Memory.md").read_text() == "# Core\n- My locker number is 12\n- Never answer in British English\n"
+
+
+def test_replace_swaps_the_line_in_place_keeping_its_heading_and_marker(memory, vault):
+    write(vault, "Memory.md", "# Core\n* My locker number is 12\n- Name: Sam\n\n# Pets\n- Dog: Perry\n")
+    result = memory.remember("My locker number is 14", mode="replace")
+    assert (result.status, result.replaced, result.line, result.section) == (
+        "replaced",
+        "My locker number is 12",
+        "My locker number is 14",
+        "Core",
+    )
+    assert (vault / "Memory.md").read_text() == f"# Core\n* My locker number is 14 {STAMP}\n- Name: Sam\n\n# Pets\n- Dog: Perry\n"
+    # The exact line the user was shown, even if the fact reads differently.
+    again = memory.remember("Perry is a beagle", mode="replace", replace_line="Dog: Perry")
+    assert again.status == "replaced" and again.section == "Pets"
+    assert (vault / "Memory.md").read_text().endswith(f"# Pets\n- Perry is a beagle {STAMP}\n")
+    with pytest.raises(ValueError, match="is not in Memory.md any more"):
+        memory.remember("Dog: Rex", mode="replace", replace_line="Dog: Perry")
+    # Nothing like it: replace just adds.
+    assert memory.remember("Allergic to penicillin", mode="replace").status == "added"
+
+
+def test_force_keeps_both_but_never_the_same_words_twice(memory, vault):
+    write(vault, "Memory.md", "# Core\n- My locker number is 12\n")
+    assert memory.remember("My locker number is 14", mode="force").status == "added"
+    assert memory.remember("my locker number is 14!", mode="force").status == "duplicate"
+    assert [line.text for line in memory.lines()] == ["My locker number is 12", "My locker number is 14"]
+    with pytest.raises(ValueError, match="mode must be"):
+        memory.remember("x", mode="overwrite")
+
+
+def test_forget_lists_the_closest_lines_then_removes_the_confirmed_one(memory, vault):
+    write(vault, "Memory.md", f"# Core\n- My locker number is 12\n- Dog: Perry\n- Locker at the gym: 7 {STAMP}\n")
+    found = memory.forget("locker")
+    assert [c.line for c in found.candidates] == ["My locker number is 12", "Locker at the gym: 7"]
+    assert found.candidates[1].provenance == f"added {new_stamp().date}" and found.candidates[0].provenance == ""
+    assert (vault / "Memory.md").read_text().count("\n") == 4  # nothing removed by looking
+    done = memory.forget("locker", confirm_line="Locker at the gym: 7")
+    assert done.removed == "Locker at the gym: 7"
+    assert (vault / "Memory.md").read_text() == "# Core\n- My locker number is 12\n- Dog: Perry\n"
+    with pytest.raises(ValueError, match="any more"):
+        memory.forget("locker", confirm_line="Locker at the gym: 7")
+    assert memory.forget("penicillin").candidates == []
+
+
+def test_memory_lines_skip_what_is_not_a_fact(vault):
+    text = "---\ntitle: x\n---\n# Core\n\n- Name: Sam\n```\n- not a fact\n```\n<!-- a comment -->\n---\n| a | b |\n|---|---|\nplain line\n"
+    assert [(line.text, line.index) for line in memory_lines(text)] == [("Name: Sam", 5), ("| a | b |", 11), ("plain line", 13)]
+
+
+def test_crlf_files_stay_crlf(memory, vault):
+    (vault / "Memory.md").write_bytes(b"# Core\r\n- Name: Sam\r\n")
+    memory.remember("Town: Dublin", section="Core")
+    assert (vault / "Memory.md").read_bytes() == f"# Core\r\n- Name: Sam\r\n- Town: Dublin {STAMP}\r\n".encode()
+
+
+def test_the_swap_keeps_an_editor_save_made_between_the_read_and_the_write(vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    calls = []
+
+    def change(text: str) -> str:
+        calls.append(text)
+        if len(calls) == 1:
+            editor_save(path, "# Core\n- Name: Sam\n- Town: Dublin\n")  # saved after tars read the file
+        return text + "- Cat: Luna\n"
+
+    atomic.atomic_update(path, change)
+    assert path.read_text() == "# Core\n- Name: Sam\n- Town: Dublin\n- Cat: Luna\n"
+    assert calls[1] == "# Core\n- Name: Sam\n- Town: Dublin\n"  # made again on the editor's version
+    assert not list(vault.glob(".*tars-tmp"))
+
+
+def test_a_line_lost_to_a_stale_editor_save_is_restored(memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n\n# Pets\n- Dog: Perry\n")
+    stale = path.read_text()  # the editor read the file...
+    memory.remember("Cat: Luna", section="Pets")  # ...tars added a line...
+    editor_save(path, stale.replace("Sam", "Samuel"))  # ...and the editor saved its stale copy
+    memory.verify(path)  # what a change event or the guard's timer does
+    assert path.read_text() == f"# Core\n- Name: Samuel\n\n# Pets\n- Dog: Perry\n- Cat: Luna {STAMP}\n"
+    assert memory.guard.restored == 1
+
+
+def test_the_guard_restores_on_its_own_timer(memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    stale = path.read_text()
+    memory.remember("Cat: Luna", section="Core")
+    editor_save(path, stale + "- Town: Dublin\n")
+    wait_for(lambda: "Cat: Luna" in path.read_text(), "the guard's timer to restore the line", deadline=10)
+    assert "- Town: Dublin" in path.read_text()
+
+
+def test_a_line_deleted_later_is_the_users_choice(memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    memory.remember("Cat: Luna", section="Core")
+    # The user deletes it in an edit saved past the window (dated so, not waited for).
+    editor_save(path, "# Core\n- Name: Sam\n", mtime=time.time() + WINDOW_SECONDS + 5)
+    memory.verify(path)
+    assert path.read_text() == "# Core\n- Name: Sam\n"
+    assert memory.guard.restored == 0 and not memory.guard.watching(path)
+
+
+def test_a_forgotten_line_brought_back_by_a_stale_save_is_removed_again(memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n- Cat: Luna\n")
+    stale = path.read_text()
+    memory.forget("Luna", confirm_line="Cat: Luna")
+    editor_save(path, stale + "- Town: Dublin\n")
+    memory.verify(path)
+    assert path.read_text() == "# Core\n- Name: Sam\n- Town: Dublin\n"
+    # Put back by hand later: it stays.
+    editor_save(path, path.read_text() + "- Cat: Luna\n", mtime=time.time() + WINDOW_SECONDS + 5)
+    memory.verify(path)
+    assert "- Cat: Luna" in path.read_text()
+
+
+def test_a_typo_fixed_by_replace_is_not_removed_as_the_old_line(memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- my dog is perry\n")
+    memory.remember("My dog is Perry", mode="replace", replace_line="my dog is perry")
+    editor_save(path, path.read_text() + "- Town: Dublin\n")
+    memory.verify(path)
+    assert path.read_text() == f"# Core\n- My dog is Perry {STAMP}\n- Town: Dublin\n"
+
+
+def test_odd_characters_in_the_users_lines_are_kept(memory, vault):
+    original = "# Core\n- Notes\u2028with a line separator\n- Form\x0cfeed\n- Dog: Perry"  # and no newline at the end
+    (vault / "Memory.md").write_text(original, encoding="utf-8")
+    memory.remember("Cat: Luna", section="Core")
+    assert (vault / "Memory.md").read_text(encoding="utf-8") == original + f"\n- Cat: Luna {STAMP}\n"
+    memory.forget("Perry", confirm_line="Dog: Perry")
+    assert (vault / "Memory.md").read_text(encoding="utf-8") == original.replace("\n- Dog: Perry", "") + f"\n- Cat: Luna {STAMP}\n"
