@@ -20,6 +20,7 @@ import platformdirs
 
 from .chunker import HeuristicCounter, TokenCounter
 from .config import APP_NAME, EmbedderConfig
+from .onnx_model import OnnxEncoder, folded_model, pooling_of, truncation_of
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,8 @@ class LocalEmbedder(Embedder):
 
     def __init__(self, config: EmbedderConfig):
         super().__init__(config)
-        self._model = None
+        self._model = None  # fastembed's, for models tars cannot pool itself
+        self._encoder: OnnxEncoder | None = None
         self._counter: WordPieceCounter | None = None
         self._budget = DEFAULT_BUDGET
         # The tokenizer loads in a few tens of ms, the model in seconds (or never, offline):
@@ -271,15 +273,31 @@ class LocalEmbedder(Embedder):
         self._counter = counter
 
     def _load(self) -> None:
-        try:
-            from fastembed import TextEmbedding
-            from loguru import logger as fastembed_logger
-        except ImportError as exc:  # pragma: no cover - a broken install
-            raise EmbedderUnavailable(f"fastembed is not installed ({exc}); reinstall tars with pip") from exc
-        # fastembed logs several ERROR lines per failed download; tars logs one line per attempt.
-        fastembed_logger.disable("fastembed")
-        name = self.config.model
+        model_dir = self._model_dir()
+        if self._counter is None:
+            self._use_tokenizer(model_dir)
+        onnx = model_dir / "model.onnx" if (model_dir / "model.onnx").is_file() else next(iter(sorted(model_dir.rglob("*.onnx"))), None)
+        if onnx is None:
+            raise EmbedderUnavailable(f"no .onnx file in {model_dir}; delete it and restart to download the model again")
         threads = self.config.threads if self.config.threads > 0 else None
+        pooling = pooling_of(model_dir, self.config.model)
+        if pooling is None:  # a model tars does not know how to pool: fastembed runs it (with more memory)
+            self._model = self._fastembed(model_dir, threads)
+        else:
+            try:
+                folded = folded_model(onnx, self._cache_dir() / "folded")
+                self._encoder = OnnxEncoder(folded, model_dir / "tokenizer.json", truncation_of(model_dir), pooling, threads)
+            except Exception as exc:  # onnxruntime and tokenizers raise their own types
+                raise EmbedderUnavailable(f"cannot load the embedding model from {model_dir}: {exc}") from exc
+        probe = self._embed_now(["dimension probe"])
+        self.dims = int(probe.shape[1])
+        # The original file's size, not the folded one's: the vectors are the same.
+        self.fingerprint = f"local:{self.config.model}:d{self.dims}:norm:{onnx.stat().st_size}"
+
+    def _model_dir(self) -> Path:
+        """The directory holding the model: the configured one, or fastembed's download in the
+        user cache (downloaded now if it is not there)."""
+        name = self.config.model
         if self.config.model_dir:
             model_dir = Path(self.config.model_dir).expanduser()
             missing = [f for f in ("model.onnx", "tokenizer.json", "tokenizer_config.json") if not (model_dir / f).is_file()]
@@ -288,32 +306,36 @@ class LocalEmbedder(Embedder):
                     f"no embedding model at {model_dir} (missing {', '.join(missing)}); point [embedder] model_dir "
                     f"or TARS_MODEL_DIR at a directory holding {name} as ONNX, or unset it to download the model once"
                 )
-            try:
-                self._model = TextEmbedding(model_name=name, specific_model_path=str(model_dir), threads=threads)
-            except Exception as exc:  # fastembed raises bare Exceptions and ValueErrors
-                raise EmbedderUnavailable(f"cannot load the embedding model from {model_dir}: {exc}") from exc
-        else:
-            cache = self._cache_dir()
-            try:
-                self._model = TextEmbedding(model_name=name, cache_dir=str(cache), threads=threads)
-            except Exception as exc:
-                raise EmbedderUnavailable(
-                    f"cannot load or download the embedding model {name} into {cache}: {exc}; "
-                    "connect to the internet once, or set TARS_MODEL_DIR to a local copy"
-                ) from exc
-            found = sorted(cache.rglob("tokenizer.json"), key=lambda p: "minilm" not in str(p).lower())
-            if not found:
-                raise EmbedderUnavailable(
-                    f"the model {name} in {cache} has no tokenizer.json; delete {cache} and restart to download it again"
-                )
-            model_dir = found[0].parent
-        if self._counter is None:
-            self._use_tokenizer(model_dir)
-        probe = self._embed_now(["dimension probe"])
-        self.dims = int(probe.shape[1])
-        onnx = next(model_dir.glob("*.onnx"), None)
-        size = onnx.stat().st_size if onnx else 0
-        self.fingerprint = f"local:{name}:d{self.dims}:norm:{size}"
+            return model_dir
+        cache = self._cache_dir()
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise EmbedderUnavailable(f"fastembed is not installed ({exc}); reinstall tars with pip") from exc
+        _quiet_fastembed()
+        try:
+            # lazy_load: fetch the files (a no-op when they are there) without loading the model.
+            TextEmbedding(model_name=name, cache_dir=str(cache), lazy_load=True)
+        except Exception as exc:  # fastembed raises bare Exceptions and ValueErrors
+            raise EmbedderUnavailable(
+                f"cannot load or download the embedding model {name} into {cache}: {exc}; "
+                "connect to the internet once, or set TARS_MODEL_DIR to a local copy"
+            ) from exc
+        found = sorted((p for p in cache.rglob("tokenizer.json") if "folded" not in p.parts), key=lambda p: "minilm" not in str(p).lower())
+        if not found:
+            raise EmbedderUnavailable(f"the model {name} in {cache} has no tokenizer.json; delete {cache} and restart to download it again")
+        return found[0].parent
+
+    def _fastembed(self, model_dir: Path, threads: int | None):
+        from fastembed import TextEmbedding
+
+        _quiet_fastembed()
+        try:
+            if self.config.model_dir:
+                return TextEmbedding(model_name=self.config.model, specific_model_path=str(model_dir), threads=threads)
+            return TextEmbedding(model_name=self.config.model, cache_dir=str(self._cache_dir()), threads=threads)
+        except Exception as exc:
+            raise EmbedderUnavailable(f"cannot load the embedding model from {model_dir}: {exc}") from exc
 
     @staticmethod
     def _max_sequence(model_dir: Path, name: str) -> int:
@@ -344,13 +366,24 @@ class LocalEmbedder(Embedder):
             return np.zeros((0, self.dims), dtype=np.float32)
         # Sorting by length keeps padding (and so memory and time) down inside each batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        produced = list(self._model.embed([texts[i] for i in order], batch_size=self.config.batch_size))
+        ordered = [texts[i] for i in order]
+        if self._encoder is not None:
+            produced = list(self._encoder.encode(ordered, self.config.batch_size))
+        else:
+            produced = list(self._model.embed(ordered, batch_size=self.config.batch_size))
         if len(produced) != len(texts):
             raise EmbedderUnavailable(f"the model returned {len(produced)} vectors for {len(texts)} texts")
         stacked = np.asarray(produced, dtype=np.float32)
         vectors = np.empty_like(stacked)
         vectors[order] = stacked
         return _normalise(vectors)
+
+
+def _quiet_fastembed() -> None:
+    # fastembed logs several ERROR lines per failed download; tars logs one line per attempt.
+    from loguru import logger
+
+    logger.disable("fastembed")
 
 
 class OllamaEmbedder(Embedder):

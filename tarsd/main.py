@@ -276,12 +276,14 @@ def _setup_logging(level: str) -> None:
 
 def _exit_lingering(code: int) -> int:
     """Exit without waiting for a worker thread still inside a long step (a download that never
-    answers, a huge note): its SQLite transaction is rolled back, so the index stays whole."""
+    answers, a huge note): its SQLite transaction is rolled back, so the index stays whole.
+    Daemon threads count too: one inside onnxruntime (the model loading) while the interpreter
+    finalises aborts the process."""
     deadline = time.monotonic() + THREAD_GRACE_SECONDS
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join(max(0.0, deadline - time.monotonic()))
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
         logging.shutdown()
         sys.stderr.flush()
         os._exit(code)

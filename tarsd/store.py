@@ -156,7 +156,10 @@ CONNECTION_PRAGMAS = (
     # often; the log file is cut back to 64 MB after each checkpoint.
     "PRAGMA wal_autocheckpoint = 10000",
     "PRAGMA journal_size_limit = 67108864",
-)  # version -> SQL that brings version-1 up to it
+)
+# Readers (one per thread that searches) keep a smaller cache each: the OS caches the file
+# for all of them, and ten 64 MB caches would hold a small vault's index ten times over.
+READER_PRAGMAS = ("PRAGMA query_only = ON", "PRAGMA cache_size = -8192")
 
 
 # The vector table's layout; a change rebuilds it from the embedding cache (no re-embedding).
@@ -396,7 +399,7 @@ class Store:
             conn = apsw.Connection(str(self.path))
             conn.set_busy_timeout(10_000)
             # One statement per call: apsw stops a multi-statement string at the first row.
-            for pragma in CONNECTION_PRAGMAS + (("PRAGMA query_only = ON",) if read_only else ()):
+            for pragma in CONNECTION_PRAGMAS + (READER_PRAGMAS if read_only else ()):
                 conn.execute(pragma).fetchall()
         except apsw.Error as exc:
             if isinstance(exc, apsw.FullError):
@@ -425,6 +428,16 @@ class Store:
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
+
+    def shrink_caches(self) -> None:
+        """Drop every connection's page cache (the daemon is idle; the OS still caches the
+        file): after a sync the writer's cache holds up to 64 MB of pages no search needs."""
+        with self.lock:
+            self.conn.execute("PRAGMA shrink_memory").fetchall()
+        with self._readers_lock:
+            readers = list(self._readers)
+        for conn in readers:
+            conn.execute("PRAGMA shrink_memory").fetchall()
 
     def close(self) -> None:
         with self._readers_lock:

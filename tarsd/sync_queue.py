@@ -22,10 +22,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+import apsw
+
+from .heap import return_freed_memory
 from .indexer import Indexer, Progress, SyncReport
 from .store import explain
 
 log = logging.getLogger(__name__)
+
+TRIM_AFTER_FILES = 50  # a sync this big leaves freed memory worth handing back once idle
 
 VECTOR_RETRY_SECONDS = 5.0
 VECTOR_RETRY_MAX_SECONDS = 300.0
@@ -87,6 +92,7 @@ class SyncQueue:
         self._stopping = False
         self._retry = _Retry()
         self._vector_retry = 0.0
+        self._trim_when_idle = False  # the backlog ran since the heap was last trimmed
         self.running = ""  # what the keyword worker is doing: reconcile | index | saves | ""
         self.reconciled = False  # a whole-vault scan has completed since start
         self.vectors_busy = False
@@ -282,6 +288,8 @@ class SyncQueue:
                 report.skipped,
                 report.seconds,
             )
+        if report.indexed + report.deleted >= TRIM_AFTER_FILES:
+            self._trim_when_idle = True
         self._vectors_wake.set()
         if job.done is not None and not job.done.done():
             job.done.set_result(report)
@@ -333,13 +341,24 @@ class SyncQueue:
             pending = embedder.enabled and await asyncio.to_thread(store.has_pending_vectors)
             if pending and embedder.available():
                 await self._embed_round()
+                self._trim_when_idle = True
                 continue
             if pending and embedder.state == "unavailable" and embedder.next_retry_at is not None:
                 # Sleep until the model's back-off ends; available() then starts the retry,
                 # whose end wakes this loop again.
                 await self._sleep(max(0.1, embedder.next_retry_at - time.time()))
                 continue
+            if self._trim_when_idle:
+                self._trim_when_idle = False
+                await asyncio.to_thread(self._release_memory)
             await self._vectors_wake.wait()
+
+    def _release_memory(self) -> None:
+        try:
+            self.indexer.store.shrink_caches()
+        except apsw.Error as exc:  # a closed or busy connection: the memory goes back next time
+            log.debug("could not shrink the page caches: %s", exc)
+        return_freed_memory()
 
     async def _embed_round(self) -> None:
         store = self.indexer.store

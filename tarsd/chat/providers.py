@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 
 from ..config import ChatConfig
 from .conversations import ChatMessage, ToolCall
@@ -91,6 +90,8 @@ class OllamaProvider(Provider):
         return out
 
     def stream(self, system, messages, tools, cancel):
+        import httpx  # here, not at the top: the daemon loads the HTTP stack only once chat is used
+
         host, model = self.config.ollama_host, self.model
         specs = [{"type": "function", "function": spec} for spec in tools]
         ids = itertools.count(1)
