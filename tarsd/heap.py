@@ -13,7 +13,6 @@ import ctypes.util
 import functools
 
 
-
 @functools.cache
 def _malloc_trim():
     try:

@@ -131,5 +131,9 @@ def truncation_of(model_dir: Path) -> int:
         config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         config = {}
-    limits = [v for v in (config.get("model_max_length"), config.get("max_length")) if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 20]
+    limits = [
+        v
+        for v in (config.get("model_max_length"), config.get("max_length"))
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 20
+    ]
     return min(limits) if limits else 512
