@@ -588,6 +588,20 @@ def frame(message: Message) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
+def every_field(obj: object) -> object:
+    """Builtins with every field, defaults included (``type`` first for a message): what
+    scripts get from --json and MCP clients as structured content, so every key is always there."""
+    if isinstance(obj, msgspec.Struct):
+        fields = {name: every_field(getattr(obj, name)) for name in obj.__struct_fields__}
+        tag = obj.__struct_config__.tag
+        return {"type": tag, **fields} if isinstance(tag, str) else fields
+    if isinstance(obj, dict):
+        return {key: every_field(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [every_field(value) for value in obj]
+    return obj
+
+
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(h|d|w|m|y)$")
 _DURATION_SECONDS = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
 
