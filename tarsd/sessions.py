@@ -1,10 +1,11 @@
 """Session logs, the episodic memory: which logs there are and when each conversation took
 place, for the sessions request (newest first; with a query, the search hits among them).
 
-A log's date is its file name's (tars writes sessions/YYYY-MM-DD-HHMM-<slug>.md, local
-time), refined by the ``started`` of its front matter when the log is read; a log named
-otherwise is dated by its front matter, else by when the file last changed. Logs are listed
-from the disk, not the index, so a log written a moment ago is there at once.
+A log is sorted by its file name's date (tars writes sessions/YYYY-MM-DD-HHMM-<slug>.md, in
+local time); a log named otherwise by the ``started`` (or ``date``) of its front matter, else
+by when the file last changed. The time shown is the front matter's when there is one (it
+carries the time zone). Logs are listed from the disk, not the index, so a log written a
+moment ago is there at once.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ READ_CHARS = 20_000
 _NAME_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[-_ T](\d{2})(\d{2}))?")
 
 
-def episodic_paths(vault: Path, config: VaultConfig) -> dict[str, float]:
-    """Every session log on disk (the vault's episodic folders and files), with the time it is
-    sorted by: the file name's date, else its modification time."""
+def episodic_paths(vault: Path, config: VaultConfig, max_bytes: int) -> dict[str, float]:
+    """Every session log on disk (the vault's episodic folders and files) with its date: the
+    file name's; for a log named otherwise, its front matter's (read), else its modification time."""
     found: dict[str, float] = {}
     for pattern in config.episodic:
         if pattern.endswith("/"):
@@ -38,21 +39,22 @@ def episodic_paths(vault: Path, config: VaultConfig) -> dict[str, float]:
             # A symlinked episodic folder may lead out of the vault: never entered (as the index does).
             if os.path.realpath(folder) != os.path.normpath(folder) or not folder.is_dir():
                 continue
-            for rel, disk in walk(folder).items():
-                if disk.problem is None:
-                    path = pattern + rel
-                    found[path] = _known(_name_time(path), disk.mtime_ns / 1e9)
-        elif (disk := stat_note(vault, pattern)) is not None and disk.problem is None:
-            found[pattern] = _known(_name_time(pattern), disk.mtime_ns / 1e9)
+            disks = {pattern + rel: disk for rel, disk in walk(folder).items()}
+        else:
+            disk = stat_note(vault, pattern)
+            disks = {} if disk is None else {pattern: disk}
+        for path, disk in disks.items():
+            if disk.problem is None:
+                named = _name_time(path)
+                found[path] = named if named is not None else read_session(vault, path, disk.mtime_ns / 1e9, max_bytes).started_at
     return found
 
 
 def recent(vault: Path, config: VaultConfig, limit: int, max_bytes: int) -> tuple[list[SessionLog], int]:
     """The ``limit`` newest session logs, newest first, and how many there are in all."""
-    paths = episodic_paths(vault, config)
+    paths = episodic_paths(vault, config, max_bytes)
     newest = sorted(paths.items(), key=lambda item: (-item[1], item[0]))[:limit]
     logs = [read_session(vault, path, when, max_bytes) for path, when in newest]
-    logs.sort(key=lambda log: (-log.started_at, log.path))  # front matter may have refined a date
     return logs, len(paths)
 
 
