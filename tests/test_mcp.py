@@ -329,7 +329,8 @@ def test_daemon_down_then_started_then_restarted(vault, tmp_path, model_dir):
     write(vault, "note.md", "# Note\n\nthe wombat burrow\n")
     state = tmp_path / "state"
     state.mkdir()
-    daemon = TarsDaemon(vault, state, model_dir)
+    # Idle connections closed after a second: the bridge's pooled connection must be replaced too.
+    daemon = TarsDaemon(vault, state, model_dir, extra_env={"TARS_DAEMON_IDLE_TIMEOUT_SECONDS": "1"})
     log = tmp_path / "mcp.log"
 
     async def scenario():
@@ -344,6 +345,9 @@ def test_daemon_down_then_started_then_restarted(vault, tmp_path, model_dir):
             daemon.start()
             up = await session.call_tool("search", {"query": "wombat"})
             assert not up.is_error and up.structured_content["results"][0]["path"] == "note.md"
+            await anyio.sleep(1.5)  # tarsd closes the idle connection
+            idle = await session.call_tool("search", {"query": "wombat"})
+            assert not idle.is_error and idle.structured_content["results"] == up.structured_content["results"]
 
             daemon.stop()  # a restart between two calls: the bridge reconnects
             daemon.start()
