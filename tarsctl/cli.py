@@ -16,7 +16,22 @@ import msgspec
 
 from . import __version__
 from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-from .protocol import Coverage, Error, Index, IndexDone, Links, Ping, Progress, Related, Search, SearchResults, Status, Stop, parse_when
+from .protocol import (
+    Coverage,
+    Error,
+    Index,
+    IndexDone,
+    Links,
+    Ping,
+    Progress,
+    Related,
+    Search,
+    SearchResults,
+    Status,
+    Stop,
+    every_field,
+    parse_when,
+)
 
 EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
@@ -24,7 +39,7 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search remember forget review index status ping stop completion doctor service config"
+    local commands="chat search remember forget review index status ping stop completion doctor service config mcp"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
@@ -58,7 +73,7 @@ _tarsctl() {
     commands=(chat:'chat with tars' search:'search the vault' remember:'save a fact' forget:'remove a fact' review:'review feedback'
               index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
-              config:'show the configuration')
+              config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)')
     if (( CURRENT == 2 )); then _describe command commands; return; fi
     case $words[2] in
         search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
@@ -169,7 +184,7 @@ def _utf8(text: str) -> str:
 
 
 def _add_setup_commands(commands) -> None:
-    """doctor, service, config: they work without the daemon, and their modules load only when used."""
+    """doctor, service, config, mcp: they work without the daemon, and their modules load only when used."""
     commands.add_parser("doctor", help="check the setup and say how to fix what is wrong").add_argument("--json", action="store_true")
     service = commands.add_parser("service", help="run tarsd always: a systemd user service or a macOS LaunchAgent")
     actions = service.add_subparsers(dest="service_command", required=True, parser_class=_Parser)
@@ -188,6 +203,13 @@ def _add_setup_commands(commands) -> None:
     config_actions.add_parser("path", help="print the config file's path")
     config_actions.add_parser("show", help="every value, and whether it came from a default, the file or the environment").add_argument(
         "--json", action="store_true"
+    )
+    commands.add_parser(
+        "mcp",
+        help="serve tars to AI tools (Claude Code, Claude Desktop, Cursor...) over MCP on stdin/stdout",
+        description="An MCP server on stdio that forwards every tool call to tarsd: search, get_note, remember, forget, "
+        "recent_sessions, status; resources tars://memory, tars://rules, tars://note/PATH. "
+        "--timeout limits each call (default 120 s).",
     )
 
 
@@ -208,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         sys.stdout.write(BASH_COMPLETION if args.shell == "bash" else ZSH_COMPLETION)
         return EXIT_OK
-    if args.command in ("doctor", "service", "config"):
+    if args.command in ("doctor", "service", "config", "mcp"):
         return _run_setup_command(args)
     if args.command == "search" and not 1 <= args.limit <= 1000:
         print("tarsctl: --limit must be between 1 and 1000", file=sys.stderr)
@@ -252,6 +274,8 @@ def _run_setup_command(args) -> int:
         from .doctor import main as run
     elif args.command == "service":
         from .service import main as run
+    elif args.command == "mcp":
+        from .mcp import main as run  # the MCP SDK loads only here: other commands start as fast as before
     else:
         from .config_view import main as run
     try:
@@ -265,20 +289,7 @@ def _print_error(error: Error) -> None:
 
 
 def _emit_json(obj: object, stream=None) -> None:
-    (stream or sys.stdout).write(msgspec.json.encode(_every_field(obj)).decode() + "\n")
-
-
-def _every_field(obj: object) -> object:
-    """Builtins with every field, defaults included: scripts find every key, always."""
-    if isinstance(obj, msgspec.Struct):
-        fields = {name: _every_field(getattr(obj, name)) for name in obj.__struct_fields__}
-        tag = obj.__struct_config__.tag
-        return {"type": tag, **fields} if isinstance(tag, str) else fields
-    if isinstance(obj, dict):
-        return {key: _every_field(value) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_every_field(value) for value in obj]
-    return obj
+    (stream or sys.stdout).write(msgspec.json.encode(every_field(obj)).decode() + "\n")
 
 
 def _bold(snippet: str, tty: bool) -> str:

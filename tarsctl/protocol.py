@@ -34,6 +34,7 @@ Text = Annotated[str, Meta(max_length=100_000)]
 VaultPath = Annotated[str, Meta(max_length=4096, pattern="^[^\x00]*$")]  # no NUL byte
 Limit = Annotated[int, Meta(ge=1, le=1000)]
 Score = Annotated[float, Meta(ge=0.0, le=1.0)]  # NaN fails both bounds
+LineNumber = Annotated[int, Meta(ge=1, le=100_000_000)]
 
 
 class Message(msgspec.Struct, tag_field="type", forbid_unknown_fields=False, omit_defaults=True):
@@ -154,6 +155,29 @@ class Forget(Message, tag="forget"):
     kind: Annotated[str, Meta(max_length=32)] = "semantic"
     confirm_line: Annotated[str, Meta(max_length=10_000)] = ""
     limit: Annotated[int, Meta(ge=1, le=50)] = 5
+
+
+class ReadNote(Message, tag="read_note"):
+    """A note's lines: whole, a range (1-based, inclusive) or the section under a heading. Only
+    real markdown files inside the vault are read (tarsd/notes.py); the reply is bounded by max_chars."""
+
+    id: int = 0
+    path: VaultPath = ""  # relative to the vault (as search hits give it), or absolute
+    start_line: LineNumber | None = None  # None: from the first line
+    end_line: LineNumber | None = None  # None: to the last line
+    heading: Annotated[str, Meta(max_length=1000)] = ""  # "Parent > Child" or its own name; not with a line range
+    memory: Annotated[str, Meta(max_length=32)] = ""  # semantic | procedural: that memory file, whatever it is called (no path)
+    max_chars: Annotated[int, Meta(ge=1, le=1_000_000)] = 100_000  # lines past this are left out (truncated in the reply)
+
+
+class Sessions(Message, tag="sessions"):
+    """Session logs (episodic memory): the newest first by the log's date; with a query, the
+    best matches among them (a search restricted to memory type episodic)."""
+
+    id: int = 0
+    limit: Annotated[int, Meta(ge=1, le=100)] = 10
+    query: Annotated[str, Meta(max_length=10_000)] = ""
+    mode: str = "hybrid"  # with a query: fts | vec | hybrid
 
 
 class Feedback(Message, tag="feedback"):
@@ -280,6 +304,42 @@ class RelatedReply(Message, tag="related_reply"):
     id: int = 0
     note: str = ""
     notes: list[RelatedNote] = []
+
+
+class NoteText(Message, tag="note_text"):
+    id: int = 0
+    path: str = ""  # relative to the vault
+    title: str = ""
+    start_line: int = 0  # the line number of lines[0]; 0 for an empty note
+    end_line: int = 0  # of the last line in lines (inclusive)
+    lines: list[str] = []
+    total_lines: int = 0
+    truncated: bool = False  # stopped at max_chars: ask again from end_line + 1
+    heading: str = ""  # the heading path read ("Parent > Child"), when one was asked for
+    memory_type: str = ""  # semantic | procedural | episodic | note
+    problem: str = ""  # read, but e.g. invalid UTF-8 bytes were replaced
+
+
+class SessionLog(msgspec.Struct):
+    path: str
+    title: str = ""
+    started: str = ""  # when the conversation started: ISO 8601, local time, to the minute ("" unknown)
+    started_at: float = 0.0  # the same as unix time (0: unknown)
+    summary: str = ""  # listing: the log's text after its title (bounded)
+    snippet: str = ""  # with a query: the matching passage, matched terms in **bold**
+    score: float = 0.0  # with a query (0..1, the search bands)
+    band: str = ""
+    start_line: int = 0  # with a query: the passage's lines
+    end_line: int = 0
+
+
+class SessionsReply(Message, tag="sessions_reply"):
+    id: int = 0
+    sessions: list[SessionLog] = []
+    total: int = 0  # listing: session logs in the vault
+    mode: str = ""  # with a query: the search mode used
+    warnings: list[str] = []
+    coverage: Coverage | None = None  # with a query: how complete the index is
 
 
 class Progress(Message, tag="progress"):
@@ -472,6 +532,8 @@ ClientMessage = (
     | Links
     | Related
     | Forget
+    | ReadNote
+    | Sessions
 )
 ServerMessage = (
     Welcome
@@ -493,6 +555,8 @@ ServerMessage = (
     | LinksReply
     | RelatedReply
     | Forgotten
+    | NoteText
+    | SessionsReply
 )
 FINAL_REPLIES = (
     Pong,
@@ -510,6 +574,8 @@ FINAL_REPLIES = (
     LinksReply,
     RelatedReply,
     Forgotten,
+    NoteText,
+    SessionsReply,
 )
 
 encoder = msgspec.msgpack.Encoder()
@@ -520,6 +586,20 @@ server_decoder = msgspec.msgpack.Decoder(ServerMessage)
 def frame(message: Message) -> bytes:
     body = encoder.encode(message)
     return HEADER.pack(len(body)) + body
+
+
+def every_field(obj: object) -> object:
+    """Builtins with every field, defaults included (``type`` first for a message): what
+    scripts get from --json and MCP clients as structured content, so every key is always there."""
+    if isinstance(obj, msgspec.Struct):
+        fields = {name: every_field(getattr(obj, name)) for name in obj.__struct_fields__}
+        tag = obj.__struct_config__.tag
+        return {"type": tag, **fields} if isinstance(tag, str) else fields
+    if isinstance(obj, dict):
+        return {key: every_field(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [every_field(value) for value in obj]
+    return obj
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(h|d|w|m|y)$")

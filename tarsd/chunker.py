@@ -274,11 +274,38 @@ def _context(title: str, unit: _Unit) -> str:
     return " > ".join(headings)
 
 
+def _first_title(units: list[_Unit]) -> str:
+    return next((u.headings[0] for u in units if u.is_heading and u.text.startswith("# ")), "")
+
+
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """A note's title and headings as the chunker sees them (so line numbers and heading
+    paths agree with search hits): front matter and code blocks hold no heading."""
+
+    title: str  # front matter title, else the first "# " heading, else ""
+    headings: list[tuple[int, tuple[str, ...]]]  # (1-based line, heading path) of each heading
+
+
+def outline(lines: list[str]) -> Outline:
+    """The outline of a note's lines (split as chunk_note splits them: BOM removed, splitlines)."""
+    front, body_start = parse_front_matter(lines)
+    units = _units(lines[body_start:], body_start + 1)
+    title = (_scalar(front.get("title")) or "").strip()[:MAX_NAME_CHARS] or _first_title(units)
+    return Outline(title, [(u.line, u.headings) for u in units if u.is_heading])
+
+
+def note_lines(text: str) -> list[str]:
+    """A note's lines as the chunker numbers them: a byte-order mark is not text, and
+    splitlines() also drops CRLF's "\r"."""
+    return text.removeprefix("\ufeff").splitlines()
+
+
 def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0.10, fallback_title: str = "") -> ParsedNote:
     """Split a note into chunks of at most ``budget`` tokens (context line included)."""
     # A byte-order mark is how the file was encoded, not text: left in, it hides the front
-    # matter's opening "---" or a first "# " heading. splitlines() also drops CRLF's "\r".
-    lines = text.removeprefix("\ufeff").splitlines()
+    # matter's opening "---" or a first "# " heading.
+    lines = note_lines(text)
     front, body_start = parse_front_matter(lines)
     title = (_scalar(front.get("title")) or "").strip()[:MAX_NAME_CHARS]
     note = ParsedNote(title="", tags=_string_list(front.get("tags")), aliases=_string_list(front.get("aliases") or front.get("alias")))
@@ -287,8 +314,7 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     piece_limit = int(limit * (1 - MAX_CONTEXT_FRACTION))
     piece_chars = int(char_limit * (1 - MAX_CONTEXT_FRACTION))
     units = _units(lines[body_start:], body_start + 1)
-    if not title:
-        title = next((u.headings[0] for u in units if u.is_heading and u.text.startswith("# ")), "") or fallback_title
+    title = title or _first_title(units) or fallback_title
     note.title = title
 
     # A line of more than 3 characters a piece's tokens probably needs cutting (prose runs at

@@ -109,23 +109,12 @@ class Daemon:
 
     def vault_relative(self, path: str) -> str:
         from .server import FrameError
+        from .vault import OutsideVault, vault_relative
 
-        if "\0" in path:
-            raise FrameError("bad_request", f"the path {path!r} contains a NUL byte", "give paths inside the vault")
-        candidate = Path(path)
-        resolved = Path(os.path.normpath(candidate if candidate.is_absolute() else self.vault / candidate))
         try:
-            rel = resolved.relative_to(self.vault).as_posix()
-        except ValueError:
-            raise FrameError("bad_request", f"{path} is not inside the vault {self.vault}", "give paths inside the vault") from None
-        real_parent = Path(os.path.realpath(resolved.parent))
-        if not real_parent.is_relative_to(self.vault):
-            raise FrameError(
-                "bad_request",
-                f"{path} is inside a symlinked folder that leads to {real_parent}, outside the vault",
-                "tars reads only files inside the vault",
-            )
-        return rel
+            return vault_relative(self.vault, path)
+        except OutsideVault as exc:
+            raise FrameError("bad_request", str(exc), exc.hint) from None
 
     async def run(self) -> None:
         from .chat.assistant import Assistant

@@ -50,9 +50,11 @@ from tarsctl.protocol import (
     LinksReply,
     MemoryCandidate,
     Message,
+    NoteText,
     Ping,
     Pong,
     Progress,
+    ReadNote,
     Related,
     RelatedNote,
     RelatedReply,
@@ -63,6 +65,8 @@ from tarsctl.protocol import (
     ReviewProposals,
     Search,
     SearchResults,
+    Sessions,
+    SessionsReply,
     Status,
     Stop,
     Stopping,
@@ -73,14 +77,15 @@ from tarsctl.protocol import (
     socket_dir_problem,
 )
 
-from . import __version__
+from . import __version__, sessions
 from .chat.providers import ProviderError
 from .chat.tools import tool_summary
+from .notes import NoteError, read_lines
 from .search import LINK_BOOST, LINK_BOOST_CAP, MODES, TITLE_BOOST, Candidate, SearchError
 from .store import Filter
 from .sync_queue import SyncFailed
 from .tags import normalise as normalise_tag
-from .vault import MEMORY_TYPES
+from .vault import MEMORY_TYPES, memory_type
 
 if TYPE_CHECKING:
     from .main import Daemon
@@ -102,6 +107,8 @@ CAPABILITIES = [
     "remember_modes",
     "links",
     "related",
+    "read_note",
+    "sessions",
 ]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
@@ -288,6 +295,8 @@ class Server:
             ApplyReview: self._apply_review,
             Links: self._links,
             Related: self._related,
+            ReadNote: self._read_note,
+            Sessions: self._sessions,
         }
 
     async def start(self, path: Path) -> None:
@@ -603,6 +612,60 @@ class Server:
         if found is None:
             raise FrameError("not_found", f"no note in the index is called {name!r}", "give a note's path, file name or alias")
         return found
+
+    async def _read_note(self, request: ReadNote, _connection: _Connection) -> AsyncIterator[Message]:
+        yield await asyncio.to_thread(self._note_text, request)
+
+    def _note_text(self, request: ReadNote) -> Message:
+        config = self.daemon.config
+        path = request.path
+        if request.memory:
+            files = {"semantic": config.memory.semantic_file, "procedural": config.memory.procedural_file}
+            if request.memory not in files or request.path:
+                message = f"memory must be semantic or procedural, with no path, not {request.memory!r}"
+                return Error(id=request.id, code="bad_request", message=message)
+            path = files[request.memory]
+        try:
+            note = read_lines(
+                self.daemon.vault,
+                path,
+                start_line=request.start_line,
+                end_line=request.end_line,
+                heading=request.heading,
+                max_chars=request.max_chars,
+                max_bytes=int(config.vault.max_file_mb * 1_000_000),
+                missing_ok=bool(request.memory),  # nothing remembered yet: an empty memory file
+            )
+        except NoteError as exc:
+            return Error(id=request.id, code=exc.code, message=exc.message, hint=exc.hint)
+        return NoteText(
+            id=request.id,
+            path=note.path,
+            title=note.title,
+            start_line=note.start_line,
+            end_line=note.end_line,
+            lines=note.lines,
+            total_lines=note.total_lines,
+            truncated=note.truncated,
+            heading=note.heading,
+            memory_type=memory_type(note.path, config.vault),
+            problem=note.problem,
+        )
+
+    async def _sessions(self, request: Sessions, _connection: _Connection) -> AsyncIterator[Message]:
+        vault, config = self.daemon.vault, self.daemon.config
+        max_bytes = int(config.vault.max_file_mb * 1_000_000)
+        if not request.query.strip():
+            logs, total = await asyncio.to_thread(sessions.recent, vault, config.vault, request.limit, max_bytes)
+            yield SessionsReply(id=request.id, sessions=logs, total=total)
+            return
+        search = Search(id=request.id, query=request.query, mode=request.mode, limit=request.limit, types=["episodic"])
+        reply = await self._search_reply(search)
+        if isinstance(reply, Error):
+            yield reply
+            return
+        logs = await asyncio.to_thread(sessions.dated_hits, vault, reply.results, max_bytes)
+        yield SessionsReply(id=request.id, sessions=logs, mode=reply.mode, warnings=reply.warnings, coverage=reply.coverage)
 
     async def _index(self, request: Index, _connection: _Connection) -> AsyncIterator[Message]:
         paths = None

@@ -64,6 +64,36 @@ def is_ignored(rel_path: str) -> bool:
     return not name.lower().endswith(".md")
 
 
+class OutsideVault(ValueError):
+    """A path a client gave that is not inside the vault (or reaches out of it through a
+    symlinked folder); ``hint`` says what to do."""
+
+    def __init__(self, message: str, hint: str = "give paths inside the vault"):
+        super().__init__(message)
+        self.hint = hint
+
+
+def vault_relative(vault: Path, path: str) -> str:
+    """``path`` (absolute, or relative to the vault) as a "/"-separated path inside the vault.
+    Raises OutsideVault for a path outside it, one with a NUL byte, or one inside a symlinked
+    folder that leads out of the vault. The file itself is not checked here: stat_note and
+    read_note never follow a symlink."""
+    if "\0" in path:
+        raise OutsideVault(f"the path {path!r} contains a NUL byte")
+    candidate = Path(path)
+    resolved = Path(os.path.normpath(candidate if candidate.is_absolute() else vault / candidate))
+    try:
+        rel = resolved.relative_to(vault).as_posix()
+    except ValueError:
+        raise OutsideVault(f"{path} is not inside the vault {vault}") from None
+    real_parent = Path(os.path.realpath(resolved.parent))
+    if not real_parent.is_relative_to(vault):
+        raise OutsideVault(
+            f"{path} is inside a symlinked folder that leads to {real_parent}, outside the vault", "tars reads only files inside the vault"
+        )
+    return rel
+
+
 def is_conflict_copy(rel_path: str) -> bool:
     return bool(_CONFLICT.search(rel_path.rsplit("/", 1)[-1]))
 

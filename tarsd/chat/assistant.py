@@ -55,7 +55,7 @@ class Assistant:
         self.reindex = reindex
         self.reindex_soon = reindex_soon or reindex
         self.memory.on_repair = self.reindex_soon
-        self.tools = Tools(self.vault, engine.searcher, self.memory, reindex)
+        self.tools = Tools(self.vault, engine.searcher, self.memory, reindex, int(config.vault.max_file_mb * 1_000_000))
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._warming = threading.Lock()

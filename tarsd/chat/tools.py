@@ -9,11 +9,11 @@ from pathlib import Path
 
 from tarsctl.protocol import parse_when
 
-from ..memory import MemoryFiles, Remembered, read_text
+from ..memory import MemoryFiles, Remembered
+from ..notes import NoteError, read_lines
 from ..search import MODES, Searcher
 from ..store import Filter
 from ..tags import normalise as normalise_tag
-from ..vault import is_ignored
 from . import prompts
 from .conversations import ToolCall
 
@@ -61,13 +61,14 @@ SPECS = [
     },
     {
         "name": "read_note",
-        "description": "Read a note from the vault, whole or a range of lines (1-based, inclusive).",
+        "description": "Read a note from the vault: whole, a range of lines (1-based, inclusive), or the section under a heading.",
         "parameters": {
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "path inside the vault, as memory_search returns it"},
                 "start_line": {"type": "integer"},
                 "end_line": {"type": "integer"},
+                "heading": {"type": "string", "description": "read only the section under this heading (instead of a line range)"},
             },
             "required": ["path"],
         },
@@ -80,8 +81,9 @@ class ToolError(Exception):
 
 
 class Tools:
-    def __init__(self, vault: Path, searcher: Searcher, memory: MemoryFiles, reindex: Callable[[str], None]):
+    def __init__(self, vault: Path, searcher: Searcher, memory: MemoryFiles, reindex: Callable[[str], None], max_bytes: int = 10_000_000):
         self.vault = vault
+        self.max_bytes = max_bytes  # notes larger than this are not read (as they are not indexed)
         self.searcher = searcher
         self.memory = memory
         self.reindex = reindex
@@ -136,21 +138,32 @@ class Tools:
         return json.dumps(remember_report(result))
 
     def _read(self, args: dict) -> str:
-        rel = str(args.get("path") or "").strip().lstrip("/")
-        target = (self.vault / rel).resolve()
-        if not rel or not target.is_relative_to(self.vault) or is_ignored(target.relative_to(self.vault).as_posix()):
-            raise ToolError(f"{rel!r} is not a note in the vault")
-        if not target.is_file():
-            raise ToolError(f"no note at {rel!r}")
-        lines = read_text(target).splitlines()
-        start = _int(args.get("start_line"), 1, 1, max(1, len(lines)))
-        end = _int(args.get("end_line"), len(lines), start, max(start, len(lines)))
-        text = "\n".join(lines[start - 1 : end])
-        truncated = len(text) > MAX_NOTE_CHARS
-        text = text[:MAX_NOTE_CHARS]
-        note = prompts.block("note", text, path=rel, lines=f"{start}-{end}")
-        suffix = f"\n(truncated at {MAX_NOTE_CHARS} characters: ask for a smaller line range)" if truncated else ""
-        return prompts.DATA_PREFACE + "\n" + note + suffix
+        # The read_note request's own code path: the same vault rules, line numbers and bounds.
+        try:
+            note = read_lines(
+                self.vault,
+                str(args.get("path") or ""),
+                start_line=_line(args.get("start_line")),
+                end_line=_line(args.get("end_line")),
+                heading=str(args.get("heading") or ""),
+                max_chars=MAX_NOTE_CHARS,
+                max_bytes=self.max_bytes,
+            )
+        except NoteError as exc:
+            raise ToolError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
+        block = prompts.block("note", "\n".join(note.lines), path=note.path, lines=f"{note.start_line}-{note.end_line}")
+        suffix = ""
+        if note.truncated:
+            left = f"line {note.end_line} of {note.total_lines}: read on from line {note.end_line + 1}"
+            suffix = f"\n(cut at {MAX_NOTE_CHARS} characters, {left})"
+        return prompts.DATA_PREFACE + "\n" + block + suffix
+
+
+def _line(value: object) -> int | None:
+    """A line number the model gave: None when left out; below 1 counts as 1."""
+    if value is None or value == "":
+        return None
+    return _int(value, 1, 1, 100_000_000)
 
 
 def _when(value: object) -> int | None:
