@@ -66,8 +66,8 @@ from tarsctl.protocol import (
 )
 
 from . import __version__
-from .http_guard import FailureLimiter, HostPolicy, bracketed, is_loopback, retry_after_header
-from .http_token import TokenCheck, ensure_token
+from .http_guard import FailureLimiter, HostPolicy, bracketed, is_loopback, page_url, retry_after_header
+from .http_token import TokenCheck, TokenError, ensure_token
 from .server import Peer
 
 if TYPE_CHECKING:
@@ -226,11 +226,11 @@ async def read_body(request: Request, shape: type) -> Any:
         raise HttpError(400, "bad_request", f"the body is not JSON: {exc}", "send a JSON object (Content-Type: application/json)") from exc
 
 
-def protocol_message(kind: type, **fields: object) -> Any:
+def protocol_message(message_type: type, /, **fields: object) -> Any:
     """The protocol message the socket would carry, checked against the same bounds (a length,
     a limit, a score) as a frame the socket decodes."""
     try:
-        return msgspec.convert(fields, kind)
+        return msgspec.convert(fields, message_type)
     except msgspec.ValidationError as exc:
         raise HttpError(400, "bad_request", f"invalid request: {exc}", "see /docs for the fields and their bounds") from exc
 
@@ -616,7 +616,7 @@ class HttpDoor:
             if token.error:
                 raise HttpStartError(token.error)
             limiter = FailureLimiter(settings.auth_failures_burst, settings.auth_failures_per_second)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TokenError) as exc:
             raise HttpStartError(str(exc)) from exc
         try:
             sock = listen(host, settings.port, backlog=128)
@@ -627,8 +627,7 @@ class HttpDoor:
             ) from exc
         port = sock.getsockname()[1]
         policy = HostPolicy(port, host, settings.hostnames, settings.origins)
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host in ("::", "[::]") else bracketed(host)
-        self.url = f"http://{shown}:{port}/"
+        self.url = page_url(host, port)
         loop = asyncio.get_running_loop()
         self._stopping = loop.create_future()
         mounts = [factory(self.dispatch) for factory in self.mounts]

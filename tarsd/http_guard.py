@@ -21,6 +21,13 @@ def bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
+def page_url(host: str, port: int) -> str:
+    """The page's address for a listener on host:port (a wildcard listener is reached on loopback)."""
+    host = host.strip()
+    shown = "127.0.0.1" if host in ("", "0.0.0.0") else "[::1]" if host in ("::", "[::]") else bracketed(host)
+    return f"http://{shown}:{port}/"
+
+
 def is_loopback(host: str) -> bool:
     name = host.strip("[]").lower()
     if name == "localhost":
