@@ -456,7 +456,7 @@ class ConversationInfo(msgspec.Struct):
     id: str
     created_at: float = 0.0  # unix time
     updated_at: float = 0.0  # the last message
-    messages: int = 0  # user and assistant messages kept, compacted ones included
+    messages: int = 0  # user and assistant messages with text (not bare tool calls), compacted ones included
     unlogged: int = 0  # of those, not yet in a session log
     compacted: int = 0  # summarised into the running summary
     title: str = ""  # the start of the first user message, for a list

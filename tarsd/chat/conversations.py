@@ -53,7 +53,7 @@ class ConversationSummary:
     id: str
     created_at: float
     updated_at: float
-    messages: int  # user and assistant messages, compacted ones included
+    messages: int  # user and assistant messages with text (not a bare tool call), compacted ones included
     unlogged: int
     compacted: int
     title: str  # the start of the first user message
@@ -150,12 +150,13 @@ class ConversationStore:
         """Conversations with messages, most recently active first: (up to ``limit`` of them, how many in all)."""
         # body is a BLOB, which json_extract would read as JSONB: read it as the JSON text it is.
         role = "json_extract(CAST(m.body AS TEXT), '$.role')"
+        said = f"({role} IN ('user', 'assistant') AND coalesce(json_extract(CAST(m.body AS TEXT), '$.content'), '') != '')"
         with self.lock:
             rows = self.conn.execute(
                 f"""SELECT c.id, c.created_at, c.updated_at,
-                       sum({role} IN ('user', 'assistant')),
-                       sum({role} IN ('user', 'assistant') AND m.seq > c.logged_seq),
-                       sum({role} IN ('user', 'assistant') AND m.compacted),
+                       sum({said}),
+                       sum({said} AND m.seq > c.logged_seq),
+                       sum({said} AND m.compacted),
                        (SELECT json_extract(CAST(f.body AS TEXT), '$.content') FROM messages f
                         WHERE f.conversation_id = c.id AND json_extract(CAST(f.body AS TEXT), '$.role') = 'user' ORDER BY f.seq LIMIT 1)
                    FROM conversations c JOIN messages m ON m.conversation_id = c.id

@@ -333,7 +333,9 @@
       const status = await json(await api("/status"));
       vaultName = String(status.vault).split(/[\\/]/).filter(Boolean).pop() || "";
       const counts = status.counts || {};
-      $("state").textContent = `${vaultName} · ${counts.files || 0} notes · ${status.embedder.state}`;
+      const meaning = { ready: "", loading: "model loading", unavailable: "keywords only", disabled: "keywords only" };
+      const parts = [vaultName, `${counts.files || 0} notes`, meaning[status.embedder.state] || status.embedder.state];
+      $("state").textContent = parts.filter(Boolean).join(" · ");
       $("login").hidden = true;
       $("app").hidden = false;
       show(document.body.dataset.view || "search");
