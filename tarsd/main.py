@@ -215,9 +215,14 @@ class Daemon:
         """The HTTP listener; its web framework is imported here, only when enabled. A listener that
         cannot start (a taken port, a bad token file) is logged and shown in status: the socket,
         the index and the chat go on without it."""
-        from .http import HttpDoor, HttpStartError
         from .http_token import token_path
 
+        try:
+            from .http import HttpDoor, HttpStartError
+        except ImportError as exc:
+            self.http_error = f"the HTTP listener needs FastAPI and uvicorn ({exc}): reinstall tars (uv tool install --reinstall .)"
+            log.error("HTTP listener not started: %s", self.http_error)
+            return
         door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file))
         try:
             await door.start()

@@ -220,6 +220,7 @@ def test_closing_a_stream_cancels_the_answer(http_daemon, fake_ollama):
     assert time.monotonic() - started < 2.5  # not the 3 s the whole answer would take
     said = [m["content"] for m in fake_ollama.bodies("/api/chat")[-1]["messages"] if m["role"] == "assistant"]
     assert len(said) == 1 and said[0].endswith("[cancelled]") and "ten" not in said[0]
+    assert "Traceback" not in web.daemon.log.read_text()
 
 
 def test_sigterm_with_an_open_stream_stops_at_once(http_daemon, fake_ollama):
@@ -234,6 +235,7 @@ def test_sigterm_with_an_open_stream_stops_at_once(http_daemon, fake_ollama):
         assert web.daemon.process.wait(timeout=10) == 0
     assert time.monotonic() - started < 5
     assert rest[-1][0] == "chat_done" and rest[-1][1]["cancelled"] is True
+    assert "Traceback" not in web.daemon.log.read_text()
 
 
 def test_listening_beyond_loopback_needs_lan_and_warns_about_tls(http_daemon, start_daemon):
