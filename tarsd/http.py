@@ -29,7 +29,7 @@ import contextlib
 import itertools
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -339,7 +339,7 @@ def _static(name: str) -> bytes:
     return resources.files("tarsd").joinpath("web", name).read_bytes()
 
 
-def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: list[Mount] = ()) -> FastAPI:  # noqa: B006 - never mutated
+def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mount] = ()) -> FastAPI:
     """The endpoints, each a protocol request run through ``dispatch``; ``stopping`` resolves when tarsd stops."""
     app = FastAPI(
         title="tars",
@@ -410,12 +410,15 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: list[Mount] 
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in exc.errors())
         return json_response(Error(code="bad_request", message=f"invalid request: {problems}", hint="see /docs"), 400)
 
-    for path, (body, media) in pages.items():
-
-        async def page(body: bytes = body, media: str = media) -> Response:
+    def page_route(body: bytes, media: str) -> Callable[[], Awaitable[Response]]:
+        # A closure, not default arguments: FastAPI would read those from the query string.
+        async def page() -> Response:
             return Response(body, media_type=media)
 
-        app.add_api_route(path, page, methods=["GET"], include_in_schema=False)
+        return page
+
+    for path, (body, media) in pages.items():
+        app.add_api_route(path, page_route(body, media), methods=["GET"], include_in_schema=False)
 
     @app.get("/search", tags=["search"], summary="Search the vault (keywords, meaning, or both)")
     async def search(

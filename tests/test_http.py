@@ -33,6 +33,7 @@ def test_every_request_but_the_page_needs_the_token(http_daemon, vault):
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert anonymous.get("/app.js").status_code == 200 and anonymous.get("/app.css").status_code == 200
+        assert anonymous.get("/", params={"body": "<script>x</script>", "media": "text/plain"}).content == page.content
         spec = anonymous.get("/openapi.json").json()
         assert {"/chat", "/search", "/conversations", "/conversations/{conversation_id}", "/index", "/remember", "/status"} <= set(
             spec["paths"]
