@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -289,6 +290,17 @@ def test_tarsctl_http_token_url_and_rotate(http_daemon):
         assert old.get("/status").status_code == 401  # taken at once, no restart
     with web.client(token=new) as client:
         assert client.get("/status").status_code == 200
+
+
+def test_doctor_reports_the_listener(http_daemon):
+    web = http_daemon()
+    report = json.loads(web.daemon.tarsctl("doctor", "--json").stdout)
+    lines = [c for c in report["checks"] if c["name"] == "http"]
+    assert [c["status"] for c in lines] == ["ok"] and web.url in lines[0]["summary"]
+    web.token_file.chmod(0o644)
+    report = json.loads(web.daemon.tarsctl("doctor", "--json").stdout)
+    problem = next(c for c in report["checks"] if c["name"] == "http")
+    assert problem["status"] == "problem" and "chmod 600" in problem["summary"]
 
 
 def test_tarsctl_http_token_before_the_listener_is_on(start_daemon, tmp_path):
