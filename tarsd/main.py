@@ -223,7 +223,10 @@ class Daemon:
             self.http_error = f"the HTTP listener needs FastAPI and uvicorn ({exc}): reinstall tars (uv tool install --reinstall .)"
             log.error("HTTP listener not started: %s", self.http_error)
             return
-        door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file))
+        # Other apps served on the listener behind the same checks and token: MCP over streamable
+        # HTTP (issue 13) goes here, as a factory of tarsd.http.Mount("/mcp", ...) given the dispatcher.
+        mounts: list = []
+        door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file), mounts)
         try:
             await door.start()
         except HttpStartError as exc:
