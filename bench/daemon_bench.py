@@ -719,6 +719,11 @@ def idle_rss(daemon: Daemon, need_vectors: bool, settle: float) -> tuple[float, 
     """The idle figure as run_rss takes it: index complete, settle, max VmRSS of RSS_SAMPLES samples 1 s apart."""
     with daemon.client(timeout=60) as client:
         daemon.wait_idle(client, need_vectors=need_vectors, deadline_seconds=300)
+        # The model loads in the background: a figure taken before it is there (or a search that
+        # falls back to keywords meanwhile) would compare unlike with like.
+        end = now() + 300
+        while need_vectors and client.call(Status(id=client.next_id())).embedder.state != "ready" and now() < end:
+            time.sleep(0.2)
     time.sleep(settle)
     samples = []
     for _ in range(RSS_SAMPLES):
