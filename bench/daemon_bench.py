@@ -11,8 +11,9 @@ wait for its embedding backlog to drain first; every table says which vault size
     python bench/daemon_bench.py cli-vs-rg  [--notes N] [--runs N] [--words W ...]
     python bench/daemon_bench.py startup    [--runs N]
     python bench/daemon_bench.py rss        [--model-notes N]
+    python bench/daemon_bench.py http       [--model-notes N] [--embedder local|none] [--compare-tree DIR]
     python bench/daemon_bench.py concurrent [--notes N] [--clients N] [--embedder none|local]
-    python bench/daemon_bench.py all        (everything above, with defaults, in one session)
+    python bench/daemon_bench.py all        (everything above but http, with defaults, in one session)
 
 Whole-process timings use hyperfine (--warmup 3) when it is installed, else subprocess runs
 timed with perf_counter after 3 warm-ups (--timer python). Child Pythons run with their bytecode
@@ -111,7 +112,17 @@ def child_env(pycache: Path) -> dict[str, str]:
 
 
 class Daemon:
-    def __init__(self, vault: Path, notes: int, embedder: str, debounce_ms: int, state: Path):
+    def __init__(
+        self,
+        vault: Path,
+        notes: int,
+        embedder: str,
+        debounce_ms: int,
+        state: Path,
+        extra_env: dict[str, str] | None = None,
+        tree: Path | None = None,
+    ):
+        """``tree``: run tarsd from this source tree instead (e.g. a `git archive` of main, to compare)."""
         self.vault, self.notes, self.embedder = vault, notes, embedder
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
@@ -127,7 +138,13 @@ class Daemon:
             TARS_MODEL_DIR=str(MODEL_DIR),
             TARS_EMBEDDER=embedder,
             TARS_DAEMON_DEBOUNCE_MS=str(debounce_ms),
+            **(extra_env or {}),
         )
+        self.cwd = None
+        if tree is not None:
+            # Run from the other tree: python -m puts the current directory first on sys.path.
+            self.cwd = str(tree)
+            self.env["PYTHONSAFEPATH"] = ""
         self.log_path = state / "tarsd.log"
         self.process: subprocess.Popen | None = None
         self.ready_seconds = float("nan")
@@ -145,7 +162,11 @@ class Daemon:
     def start(self, deadline_seconds: float = 120.0) -> None:
         with open(self.log_path, "ab") as err:
             self.process = subprocess.Popen(
-                [PYTHON, "-m", "tarsd.main", "--vault", str(self.vault)], env=self.env, stdout=subprocess.DEVNULL, stderr=err
+                [PYTHON, "-m", "tarsd.main", "--vault", str(self.vault)],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=self.cwd,
             )
         end = now() + deadline_seconds
         while now() < end:
@@ -691,6 +712,131 @@ def run_rss(session: Session) -> None:
     )
 
 
+# ---- 4b. the HTTP listener's memory ----
+
+
+def idle_rss(daemon: Daemon, need_vectors: bool, settle: float) -> tuple[float, dict[str, float]]:
+    """The idle figure as run_rss takes it: index complete, settle, max VmRSS of RSS_SAMPLES samples 1 s apart."""
+    with daemon.client(timeout=60) as client:
+        daemon.wait_idle(client, need_vectors=need_vectors, deadline_seconds=300)
+        # The model loads in the background: a figure taken before it is there (or a search that
+        # falls back to keywords meanwhile) would compare unlike with like.
+        end = now() + 300
+        while need_vectors and client.call(Status(id=client.next_id())).embedder.state != "ready" and now() < end:
+            time.sleep(0.2)
+    time.sleep(settle)
+    samples = []
+    for _ in range(RSS_SAMPLES):
+        samples.append(daemon.memory())
+        time.sleep(1.0)
+    return max(s["VmRSS"] for s in samples), samples[-1]
+
+
+def run_http(session: Session) -> None:
+    """tarsd's RSS with the HTTP listener off (this tree, and --compare-tree if given) and on, on one
+    vault and database; then on after serving the page, searches, status and conversations over HTTP."""
+    import httpx
+
+    args = session.args
+    embedder = args.embedder if args.embedder in ("none", "local") else "local"
+    need_vectors = embedder != "none"
+    notes = args.model_notes if need_vectors else args.notes
+    # The vault and its index are built first; every daemon measured then starts on that database,
+    # so none of them carries the heap of a cold index.
+    builder = session.daemon(embedder, notes)
+    vault, state = builder.vault, builder.state
+    session.stop(embedder, notes)
+
+    queries = list(scifact_queries().values())[:20]
+    mode = "hybrid" if need_vectors else "fts"
+
+    socket_ms: list[float] = []
+
+    def measure_off(tree: Path | None) -> tuple[float, dict[str, float], dict[str, float]]:
+        """Idle, then after the same searches over the socket."""
+        daemon = Daemon(vault, notes, embedder, args.debounce_ms, state, tree=tree)
+        try:
+            daemon.start()
+            idle, last = idle_rss(daemon, need_vectors, args.settle)
+            with daemon.client(timeout=60) as client:
+                for query in queries:
+                    tick = now()
+                    client.call(Search(id=client.next_id(), query=query, mode=mode, limit=10))
+                    if tree is None:
+                        socket_ms.append((now() - tick) * 1000)
+            time.sleep(1.0)
+            return idle, last, daemon.memory()
+        finally:
+            daemon.cleanup()
+
+    off_rss, off_last, off_after = measure_off(None)
+    rows = [
+        ["listener off (the default), idle", f"{off_rss:,.0f}", f"{off_last['RssAnon']:,.0f}", "", ""],
+        [
+            f"listener off, after {len(queries)} searches over the socket",
+            f"{off_after['VmRSS']:,.0f}",
+            f"{off_after['RssAnon']:,.0f}",
+            "",
+            f"search p50 {percentile(socket_ms, 50):,.1f} ms",
+        ],
+    ]
+    if args.compare_tree:
+        base_rss, base_last, base_after = measure_off(Path(args.compare_tree).resolve())
+        rows += [
+            [
+                f"listener off, tarsd from {args.compare_tree}, idle",
+                f"{base_rss:,.0f}",
+                f"{base_last['RssAnon']:,.0f}",
+                f"{base_rss - off_rss:+,.0f}",
+                "",
+            ],
+            [
+                f"listener off, tarsd from {args.compare_tree}, after the searches",
+                f"{base_after['VmRSS']:,.0f}",
+                f"{base_after['RssAnon']:,.0f}",
+                f"{base_after['VmRSS'] - off_after['VmRSS']:+,.0f}",
+                "",
+            ],
+        ]
+
+    on = Daemon(vault, notes, embedder, args.debounce_ms, state, extra_env={"TARS_HTTP_ENABLED": "1", "TARS_HTTP_PORT": "0"})
+    try:
+        on.start()
+        on_rss, on_last = idle_rss(on, need_vectors, args.settle)
+        url = on.status().http.url
+        token = (state / "http_token").read_text().strip()
+        started = now()
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as web:
+            for path in ("/", "/app.js", "/app.css", "/openapi.json", "/status", "/conversations"):
+                web.get(path).raise_for_status()
+            latencies = []
+            for query in queries:
+                tick = now()
+                web.get("/search", params={"q": query, "mode": mode, "limit": 10}).raise_for_status()
+                latencies.append((now() - tick) * 1000)
+        served = now() - started
+        time.sleep(1.0)
+        after = on.memory()
+    finally:
+        on.cleanup()
+    rows += [
+        ["listener on, idle", f"{on_rss:,.0f}", f"{on_last['RssAnon']:,.0f}", f"{on_rss - off_rss:+,.0f}", ""],
+        [
+            f"listener on, after the page and {len(queries)} searches over HTTP",
+            f"{after['VmRSS']:,.0f}",
+            f"{after['RssAnon']:,.0f}",
+            f"{after['VmRSS'] - off_after['VmRSS']:+,.0f}",
+            f"search p50 {percentile(latencies, 50):,.1f} ms",
+        ],
+    ]
+    print_table(
+        ["tarsd memory (/proc/PID/status)", "VmRSS MB", "RssAnon MB", "vs off (same point)", "note"],
+        rows,
+        f"tarsd RSS with the HTTP listener off and on, embedder {embedder}, {notes:,}-note vault, one database, idle after "
+        f"the index is complete ({args.settle:g} s settle, max of {RSS_SAMPLES} samples); served in {served:.1f} s; {load()}",
+    )
+
+
 # ---- 5. many clients during a full re-index ----
 
 
@@ -878,13 +1024,16 @@ def run_concurrent(session: Session) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("part", choices=("latency", "cli-vs-rg", "startup", "rss", "concurrent", "all"))
+    parser.add_argument("part", choices=("latency", "cli-vs-rg", "startup", "rss", "http", "concurrent", "all"))
     parser.add_argument("--notes", type=int, default=10_000, help="notes in the keyword-only vault (default 10,000)")
     parser.add_argument("--model-notes", type=int, default=1_000, help="notes in the vault indexed with the local model (default 1,000)")
     parser.add_argument("--runs", type=int, help="latency: saves per embedder (default 50); cli-vs-rg, startup: timed runs (default 30)")
     parser.add_argument(
-        "--embedder", choices=("none", "local", "both"), help="latency: both (default); concurrent: none (default) or local"
+        "--embedder",
+        choices=("none", "local", "both"),
+        help="latency: both (default); concurrent: none (default) or local; http: local (default) or none",
     )
+    parser.add_argument("--compare-tree", help="http: also measure tarsd (listener off) from this source tree, e.g. a git archive of main")
     parser.add_argument("--words", nargs="+", help="cli-vs-rg: words to search (default: a common, medium, rare and absent word)")
     parser.add_argument("--clients", type=int, default=20, help="concurrent: searching clients (default 20)")
     parser.add_argument(
@@ -926,6 +1075,8 @@ def main() -> None:
             session.stop("none", args.notes)  # two cores: leave them to the model daemon
         if args.part == "rss" or everything:
             run_rss(session)
+        if args.part == "http":
+            run_http(session)
         if everything:
             run_latency(session, "local", latency_runs)
     finally:

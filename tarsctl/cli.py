@@ -39,7 +39,7 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search remember forget review index status ping stop completion doctor service config mcp"
+    local commands="chat search remember forget review index status ping stop completion doctor service config mcp http"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
@@ -47,6 +47,7 @@ _tarsctl() {
         completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")); return ;;
         service) COMPREPLY=($(compgen -W "install status uninstall logs" -- "$cur")); return ;;
         config) COMPREPLY=($(compgen -W "path show" -- "$cur")); return ;;
+        http) COMPREPLY=($(compgen -W "token url" -- "$cur")); return ;;
         index) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     if [[ $COMP_CWORD -eq 1 ]]; then
@@ -60,6 +61,7 @@ _tarsctl() {
             chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json" -- "$cur")) ;;
             remember) COMPREPLY=($(compgen -W "--procedural --section --replace --force" -- "$cur")) ;;
             forget) COMPREPLY=($(compgen -W "--procedural --yes --limit" -- "$cur")) ;;
+            http) COMPREPLY=($(compgen -W "--rotate" -- "$cur")) ;;
         esac
     fi
 }
@@ -73,7 +75,8 @@ _tarsctl() {
     commands=(chat:'chat with tars' search:'search the vault' remember:'save a fact' forget:'remove a fact' review:'review feedback'
               index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
-              config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)')
+              config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)'
+              http:'the HTTP token and the web page address')
     if (( CURRENT == 2 )); then _describe command commands; return; fi
     case $words[2] in
         search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
@@ -89,6 +92,7 @@ _tarsctl() {
         completion) _arguments '1:shell:(bash zsh)' ;;
         service) _arguments '1:action:(install status uninstall logs)' ;;
         config) _arguments '1:action:(path show)' ;;
+        http) _arguments '1:action:(token url)' '--rotate[token: make a new one]' ;;
         doctor) _arguments '--json' ;;
     esac
 }
@@ -184,7 +188,7 @@ def _utf8(text: str) -> str:
 
 
 def _add_setup_commands(commands) -> None:
-    """doctor, service, config, mcp: they work without the daemon, and their modules load only when used."""
+    """doctor, service, config, mcp, http: they work without the daemon, and their modules load only when used."""
     commands.add_parser("doctor", help="check the setup and say how to fix what is wrong").add_argument("--json", action="store_true")
     service = commands.add_parser("service", help="run tarsd always: a systemd user service or a macOS LaunchAgent")
     actions = service.add_subparsers(dest="service_command", required=True, parser_class=_Parser)
@@ -211,6 +215,11 @@ def _add_setup_commands(commands) -> None:
         "recent_sessions, status; resources tars://memory, tars://rules, tars://note/PATH. "
         "--timeout limits each call (default 120 s).",
     )
+    http = commands.add_parser("http", help="the HTTP API's token, and the web page's address with it")
+    http_actions = http.add_subparsers(dest="http_command", required=True, parser_class=_Parser)
+    token = http_actions.add_parser("token", help="print the bearer token (made on first use, kept 0600 beside the config file)")
+    token.add_argument("--rotate", action="store_true", help="replace it with a new one (tarsd takes it at once)")
+    http_actions.add_parser("url", help="print the web page's address with the token in its #fragment")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         sys.stdout.write(BASH_COMPLETION if args.shell == "bash" else ZSH_COMPLETION)
         return EXIT_OK
-    if args.command in ("doctor", "service", "config", "mcp"):
+    if args.command in ("doctor", "service", "config", "mcp", "http"):
         return _run_setup_command(args)
     if args.command == "search" and not 1 <= args.limit <= 1000:
         print("tarsctl: --limit must be between 1 and 1000", file=sys.stderr)
@@ -276,6 +285,8 @@ def _run_setup_command(args) -> int:
         from .service import main as run
     elif args.command == "mcp":
         from .mcp import main as run  # the MCP SDK loads only here: other commands start as fast as before
+    elif args.command == "http":
+        from .http_access import main as run
     else:
         from .config_view import main as run
     try:
@@ -463,6 +474,15 @@ def _status(client: Client, args) -> int:
             lines.append(f"memory     {size}: whole in every prompt (within {budget})")
         if memory.restored or memory.removed_again:
             lines.append(f"           {memory.restored} line(s) restored after write races since start")
+    web = reply.http
+    if web.enabled:
+        if web.url:
+            limited = f", {web.rate_limited} rate-limited" if web.rate_limited else ""
+            lan = " (beyond this machine)" if web.lan else ""
+            counts = f"{web.requests} requests, {web.auth_failures} refused for the token{limited}"
+            lines.append(f"http       {web.url}{lan}: {counts}; `tarsctl http url` opens the page")
+        else:
+            lines.append(f"http       not listening: {web.error}")
     attention = {state: n for state, n in reply.health.items() if n}
     if attention:
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in attention.items())

@@ -53,6 +53,7 @@ class Doctor:
             ("model", self.model),
             ("socket", self.socket),
             ("daemon", self.daemon),
+            ("http", self.http),
             ("service", self.service),
             ("chat", self.chat),
         ]
@@ -297,6 +298,41 @@ class Doctor:
             self.add("daemon", "warn", summary + "; " + "; ".join(reply.warnings), "see tarsctl status")
         else:
             self.add("daemon", "ok", summary)
+
+    def http(self) -> None:
+        """Only when [http] enabled: the token file, and whether tarsd listens."""
+        if self.config is None or not self.config.http.enabled:
+            return
+        from tarsd.config import config_file_path
+        from tarsd.http_token import TokenError, read_token, token_path
+
+        from .client import Client
+        from .protocol import Status
+
+        path = token_path(self.config.http.token_file, config_file_path())
+        try:
+            read_token(path)
+        except FileNotFoundError:
+            self.add("http", "warn", f"no token file at {path} yet", "tarsd makes it when it starts; or: tarsctl http token")
+        except (OSError, TokenError) as exc:
+            self.add("http", "problem", f"the token file cannot be used: {exc}", "tarsctl http token --rotate writes a new one")
+            return
+        try:
+            with Client(self.socket_path(), timeout=HTTP_TIMEOUT) as client:
+                listener = client.call(Status(id=client.next_id())).http
+        except Exception:  # noqa: BLE001 - the daemon check already said why
+            return
+        if not listener.url:
+            self.add("http", "problem", f"enabled but not listening: {listener.error}", "fix that, then restart tarsd")
+        elif listener.lan:
+            self.add(
+                "http",
+                "warn",
+                f"listening on {listener.url} and beyond this machine, over plain HTTP",
+                "put it behind a reverse proxy with TLS, or Tailscale (README: tars in a browser)",
+            )
+        else:
+            self.add("http", "ok", f"listening on {listener.url}; `tarsctl http url` opens the page")
 
     def service(self) -> None:
         from .service import ServiceError, inspect, linger_enabled, linger_hint

@@ -200,6 +200,14 @@ class ApplyReview(Message, tag="apply_review"):
     rules: list[str] = []  # the rules the user approved, as edited
 
 
+class ListConversations(Message, tag="list_conversations"):
+    """The conversations kept in the daemon, most recently active first (answered by conversation_list)."""
+
+    id: int = 0
+    limit: Limit = 100
+    archived: bool = False  # also those set aside after an end whose session log is still owed
+
+
 # ---- replies and stream events ----
 
 
@@ -408,6 +416,18 @@ class FileHealth(msgspec.Struct):
     reason: str = ""
 
 
+class HttpStatus(msgspec.Struct):
+    """The optional HTTP listener ([http] in the config)."""
+
+    enabled: bool = False
+    url: str = ""  # where it listens, e.g. http://127.0.0.1:8277/ (the page; the token goes in the #fragment)
+    lan: bool = False  # listening beyond loopback
+    error: str = ""  # why it is not listening, and what to do
+    requests: int = 0  # answered since start
+    auth_failures: int = 0  # requests refused for a missing or wrong token
+    rate_limited: int = 0  # refused with 429 after repeated failures
+
+
 class StatusReply(Message, tag="status_reply"):
     id: int = 0
     vault: str = ""
@@ -427,6 +447,7 @@ class StatusReply(Message, tag="status_reply"):
     versions: dict[str, str] = {}
     warnings: list[str] = []
     memory: MemoryStatus = msgspec.field(default_factory=MemoryStatus)
+    http: HttpStatus = msgspec.field(default_factory=HttpStatus)
 
 
 class Stopping(Message, tag="stopping"):
@@ -491,6 +512,23 @@ class Forgotten(Message, tag="forgotten"):
     removed: str = ""  # the line removed, after a confirm_line
 
 
+class ConversationInfo(msgspec.Struct):
+    id: str
+    created_at: float = 0.0  # unix time
+    updated_at: float = 0.0  # the last message
+    messages: int = 0  # user and assistant messages with text (not bare tool calls), compacted ones included
+    unlogged: int = 0  # of those, not yet in a session log
+    compacted: int = 0  # summarised into the running summary
+    title: str = ""  # the start of the first user message, for a list
+    archived: bool = False
+
+
+class ConversationList(Message, tag="conversation_list"):
+    id: int = 0
+    conversations: list[ConversationInfo] = []
+    total: int = 0  # before the limit
+
+
 class FeedbackSaved(Message, tag="feedback_saved"):
     id: int = 0
     path: str = ""
@@ -534,6 +572,7 @@ ClientMessage = (
     | Forget
     | ReadNote
     | Sessions
+    | ListConversations
 )
 ServerMessage = (
     Welcome
@@ -557,6 +596,7 @@ ServerMessage = (
     | Forgotten
     | NoteText
     | SessionsReply
+    | ConversationList
 )
 FINAL_REPLIES = (
     Pong,
@@ -576,6 +616,7 @@ FINAL_REPLIES = (
     Forgotten,
     NoteText,
     SessionsReply,
+    ConversationList,
 )
 
 encoder = msgspec.msgpack.Encoder()

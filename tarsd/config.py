@@ -138,6 +138,30 @@ class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
     snapshot_minutes: float = 5.0
 
 
+class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """The optional HTTP API and web page (tarsd/http.py). Off unless enabled: the daemon then
+    never imports the web framework."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8277  # T-A-R-S on a phone keypad
+    # Listening on any address but loopback (a Pi serving a phone on the LAN) also needs lan = true:
+    # plain HTTP carries the token and your notes in clear text (README: reverse proxy or Tailscale).
+    lan: bool = False
+    # Host names (and IP addresses) the listener answers to besides localhost, 127.0.0.1 and [::1]
+    # with its port: the Pi's LAN name or address, a reverse proxy's or Tailscale's name. Any other
+    # Host header is refused (DNS rebinding).
+    hostnames: list[str] = msgspec.field(default_factory=list)
+    # Origins a browser may call from besides those of the accepted hosts, e.g. "https://tars.example.org".
+    origins: list[str] = msgspec.field(default_factory=list)
+    # The bearer token's file; empty: http_token beside the config file. Made (mode 0600) on first start.
+    token_file: str = ""
+    # Failed authentications per client address: a burst of this many, then one per second; past
+    # that, 429 with Retry-After.
+    auth_failures_burst: int = 5
+    auth_failures_per_second: float = 1.0
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
@@ -145,6 +169,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     daemon: DaemonConfig = msgspec.field(default_factory=DaemonConfig)
     memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     chat: ChatConfig = msgspec.field(default_factory=ChatConfig)
+    http: HttpConfig = msgspec.field(default_factory=HttpConfig)
 
     @property
     def vault_path(self) -> Path:
@@ -172,6 +197,7 @@ SECTIONS = {
     "daemon": DaemonConfig,
     "memory": MemoryConfig,
     "chat": ChatConfig,
+    "http": HttpConfig,
 }
 
 
@@ -209,10 +235,12 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
         raise ConfigError(f"config file {file} does not exist")
 
     for section, struct in SECTIONS.items():
-        for field in struct.__struct_fields__:
-            value = env.get(f"TARS_{section}_{field}".upper())
+        for field in msgspec.structs.fields(struct):
+            value = env.get(f"TARS_{section}_{field.name}".upper())
             if value is not None:
-                data.setdefault(section, {})[field] = value
+                # A list from the environment is comma-separated: TARS_HTTP_HOSTNAMES=pi.local,192.168.1.20
+                listed = getattr(field.type, "__origin__", None) is list
+                data.setdefault(section, {})[field.name] = [v.strip() for v in value.split(",") if v.strip()] if listed else value
     for name, (section, field) in SHORT_ENV_ALIASES.items():
         if name in env:
             data.setdefault(section, {})[field] = env[name]

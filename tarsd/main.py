@@ -1,11 +1,13 @@
 """tarsd: run the daemon in the foreground (launchd and systemd supervise it; it never forks).
 
 Start-up order: signal handlers (the very first thing), config, one-daemon-per-vault lock,
-database, socket, watcher, then READY=1 to systemd. Nothing waits for the first reconcile
-or the embedding model: both run in the background while tarsd already answers (search
-replies say how complete the index is). SIGTERM or SIGINT (or `tarsctl stop`) stops within
-a few seconds at any moment: the file being written finishes or rolls back, the socket is
-removed and tarsd exits 0. SIGHUP retries the embedding model at once and rescans the vault.
+database, socket, watcher, the HTTP listener (when [http] enabled), then READY=1 to systemd.
+Nothing waits for the first reconcile or the embedding model: both run in the background
+while tarsd already answers (search replies say how complete the index is). SIGTERM or
+SIGINT (or `tarsctl stop`) stops within a few seconds at any moment: the HTTP listener
+closes first (chats streaming over it end cancelled, other open requests are cut after
+2 s), the file being written finishes or rolls back, the socket is removed and tarsd exits
+0. SIGHUP retries the embedding model at once and rescans the vault.
 
 Only the standard library is imported at module level, so the signal handlers are in place
 before the heavy imports (numpy, onnxruntime, apsw) start.
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from .chat.assistant import Assistant
     from .config import Config
     from .engine import Engine
+    from .http import HttpDoor
     from .sync_queue import SyncQueue
     from .watcher import VaultWatcher
 
@@ -83,10 +86,12 @@ def acquire_lock(lock_path: Path, vault: Path) -> int:
 
 
 class Daemon:
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, config_file: Path | None = None):
+        from .config import config_file_path
         from .notify import SystemdNotifier
 
         self.config = config
+        self.config_file = config_file_path(config_file)  # the HTTP token lives beside it
         self.vault = config.vault_path
         self.started_at = time.time()
         self.notifier = SystemdNotifier()
@@ -95,6 +100,8 @@ class Daemon:
         self.queue: SyncQueue
         self.watcher: VaultWatcher
         self.assistant: Assistant
+        self.http: HttpDoor | None = None
+        self.http_error = ""  # why the enabled HTTP listener is not listening
 
     def request_stop(self, why: str) -> None:
         if not self._stop.is_set():
@@ -163,6 +170,8 @@ class Daemon:
                 asyncio.create_task(self.queue.run_vectors(), name="vector-worker"),
             ]
             scheduler = start_scheduler(self.config, self.queue, self.watcher, self.assistant)
+            if self.config.http.enabled:
+                await self._start_http(server)
             log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
             # Ready means "answers": the first scan and the model continue in the background,
             # and every search reply says how complete the index is.
@@ -176,6 +185,8 @@ class Daemon:
                 scheduler.shutdown(wait=False)
             if getattr(self, "watcher", None) is not None:
                 self.watcher.stop()
+            if self.http is not None:
+                await self.http.close()  # before the socket server: its requests run through the socket's dispatcher
             if server is not None:
                 await server.close()
                 socket_path.unlink(missing_ok=True)
@@ -188,6 +199,37 @@ class Daemon:
                 log.warning("an indexing step was still running; its unfinished transaction is rolled back")
             os.close(lock_fd)
         log.info("stopped")
+
+    async def _start_http(self, server) -> None:
+        """The HTTP listener; its web framework is imported here, only when enabled. A listener that
+        cannot start (a taken port, a bad token file) is logged and shown in status: the socket,
+        the index and the chat go on without it."""
+        from .http_token import token_path
+
+        try:
+            from .http import HttpDoor, HttpStartError
+        except ImportError as exc:
+            self.http_error = f"the HTTP listener needs FastAPI and uvicorn ({exc}): reinstall tars (uv tool install --reinstall .)"
+            log.error("HTTP listener not started: %s", self.http_error)
+            return
+        # Other apps served on the listener behind the same checks and token: MCP over streamable
+        # HTTP (issue 13) goes here, as a factory of tarsd.http.Mount("/mcp", ...) given the dispatcher.
+        mounts: list = []
+        door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file), mounts)
+        try:
+            await door.start()
+        except HttpStartError as exc:
+            self.http_error = str(exc)
+            log.error("HTTP listener not started: %s", exc)
+            return
+        self.http = door
+
+    def http_status(self):
+        from tarsctl.protocol import HttpStatus
+
+        if self.http is not None:
+            return self.http.describe()
+        return HttpStatus(enabled=self.config.http.enabled, error=self.http_error)
 
     async def _stop_workers(self, workers: list[asyncio.Task]) -> bool:
         """True when both workers reached a safe point within the grace period."""
@@ -314,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     loop = asyncio.new_event_loop()
     code = 0
     try:
-        loop.run_until_complete(Daemon(config).run())
+        loop.run_until_complete(Daemon(config, args.config).run())
     except (AlreadyRunning, SocketInUse) as exc:
         log.error("%s", exc)
         code = EXIT_ALREADY_RUNNING

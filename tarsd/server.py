@@ -31,6 +31,8 @@ from tarsctl.protocol import (
     ApplyReview,
     Cancel,
     Chat,
+    ConversationInfo,
+    ConversationList,
     ChatDelta,
     ChatDone,
     ConversationEnded,
@@ -48,6 +50,7 @@ from tarsctl.protocol import (
     LinkHit,
     Links,
     LinksReply,
+    ListConversations,
     MemoryCandidate,
     Message,
     NoteText,
@@ -78,6 +81,7 @@ from tarsctl.protocol import (
 )
 
 from . import __version__, sessions
+from .chat.conversations import ConversationStore
 from .chat.providers import ProviderError
 from .chat.tools import tool_summary
 from .notes import NoteError, read_lines
@@ -109,6 +113,7 @@ CAPABILITIES = [
     "related",
     "read_note",
     "sessions",
+    "conversations",
 ]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
@@ -242,9 +247,19 @@ def prepare_socket_path(path: Path) -> None:
     )
 
 
-class _Connection:
-    """Reads frames for one connection. During a chat the next frame is read ahead (it may be
-    a cancel); a frame read ahead that is not a cancel is kept for the request loop."""
+class Peer:
+    """What a handler may ask of the client it answers, whichever door it came in by: during a
+    chat, the client's next frame, read ahead (a Cancel, or None once the client is gone)."""
+
+    pending: asyncio.Future | None = None
+
+    def read_ahead(self) -> asyncio.Future:
+        raise NotImplementedError
+
+
+class _Connection(Peer):
+    """Reads frames for one socket connection. During a chat the next frame is read ahead (it may
+    be a cancel); a frame read ahead that is not a cancel is kept for the request loop."""
 
     def __init__(self, server: Server, reader: asyncio.StreamReader):
         self.server = server
@@ -279,7 +294,7 @@ class Server:
         self.refused = 0  # refused for being over the cap
         self.max_connections = 0
         self._tasks: set[asyncio.Task] = set()
-        self._handlers: dict[type, Callable[[Any, _Connection], AsyncIterator[Message]]] = {
+        self._handlers: dict[type, Callable[[Any, Peer], AsyncIterator[Message]]] = {
             Ping: self._ping,
             Search: self._search,
             Index: self._index,
@@ -297,6 +312,7 @@ class Server:
             Related: self._related,
             ReadNote: self._read_note,
             Sessions: self._sessions,
+            ListConversations: self._list_conversations,
         }
 
     async def start(self, path: Path) -> None:
@@ -381,7 +397,7 @@ class Server:
                     request = await connection.next(settings.idle_timeout_seconds)
                     if request is None:
                         return
-                    async for reply in self._dispatch(request, connection):
+                    async for reply in self.dispatch(request, connection):
                         await self._send(writer, reply)
             finally:
                 connection.close()
@@ -423,14 +439,16 @@ class Server:
 
     # ---- requests ----
 
-    async def _dispatch(self, request: Message, connection: _Connection) -> AsyncIterator[Message]:
+    async def dispatch(self, request: Message, peer: Peer) -> AsyncIterator[Message]:
+        """A request's replies: stream events, then one final reply (an Error for anything that
+        went wrong). The one way into the handlers, for the socket and the HTTP door alike."""
         request_id = getattr(request, "id", 0)
         handler = self._handlers.get(type(request))
         try:
             if handler is None:
                 yield Error(id=request_id, code="bad_request", message=f"{type(request).__name__.lower()} is not a request here")
                 return
-            async for reply in handler(request, connection):
+            async for reply in handler(request, peer):
                 yield reply
         except FrameError as exc:
             exc.error.id = request_id
@@ -449,25 +467,25 @@ class Server:
 
     # One handler per request type; each is an async generator of replies (the last is final).
 
-    async def _ping(self, request: Ping, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _ping(self, request: Ping, _peer: Peer) -> AsyncIterator[Message]:
         yield Pong(id=request.id, server=f"tarsd/{__version__}", uptime=time.time() - self.daemon.started_at)
 
-    async def _status(self, request: Status, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _status(self, request: Status, _peer: Peer) -> AsyncIterator[Message]:
         yield await asyncio.to_thread(self.daemon.status, request)
 
-    async def _stop(self, request: Stop, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _stop(self, request: Stop, _peer: Peer) -> AsyncIterator[Message]:
         yield Stopping(id=request.id)
         self.daemon.request_stop("stop requested by a client")
 
-    async def _cancel(self, _request: Cancel, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _cancel(self, _request: Cancel, _peer: Peer) -> AsyncIterator[Message]:
         return  # arrived after its chat had finished: nothing left to cancel, nothing to answer
         yield
 
-    async def _end_conversation(self, request: EndConversation, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _end_conversation(self, request: EndConversation, _peer: Peer) -> AsyncIterator[Message]:
         result = await asyncio.to_thread(self.daemon.assistant.end, request.conversation, request.provider, request.model)
         yield ConversationEnded(id=request.id, session_log=result.session_log, warnings=result.warnings)
 
-    async def _remember(self, request: Remember, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _remember(self, request: Remember, _peer: Peer) -> AsyncIterator[Message]:
         done = await asyncio.to_thread(
             self.daemon.assistant.remember,
             request.fact,
@@ -490,24 +508,24 @@ class Server:
             line=done.line,
         )
 
-    async def _forget(self, request: Forget, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _forget(self, request: Forget, _peer: Peer) -> AsyncIterator[Message]:
         done = await asyncio.to_thread(self.daemon.assistant.forget, request.text, request.kind, request.confirm_line, request.limit)
         candidates = [MemoryCandidate(c.line, c.section, c.line_number, c.score, c.provenance) for c in done.candidates]
         yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed)
 
-    async def _feedback(self, request: Feedback, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _feedback(self, request: Feedback, _peer: Peer) -> AsyncIterator[Message]:
         path = await asyncio.to_thread(self.daemon.assistant.feedback, request.conversation, request.good, request.note)
         yield FeedbackSaved(id=request.id, path=path)
 
-    async def _review(self, request: Review, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _review(self, request: Review, _peer: Peer) -> AsyncIterator[Message]:
         rules, anything = await asyncio.to_thread(self.daemon.assistant.review, request.provider, request.model)
         yield ReviewProposals(id=request.id, rules=rules, nothing_to_review=not anything)
 
-    async def _apply_review(self, request: ApplyReview, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _apply_review(self, request: ApplyReview, _peer: Peer) -> AsyncIterator[Message]:
         added, archived = await asyncio.to_thread(self.daemon.assistant.apply_review, request.rules)
         yield ReviewApplied(id=request.id, added=added, archived=archived)
 
-    async def _search(self, request: Search, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _search(self, request: Search, _peer: Peer) -> AsyncIterator[Message]:
         yield await self._search_reply(request)
 
     async def _search_reply(self, request: Search) -> Message:
@@ -583,7 +601,7 @@ class Server:
         await self.daemon.watcher.caught_up(budget)
         return await self.daemon.queue.settle(max(0.0, deadline - time.monotonic()))
 
-    async def _links(self, request: Links, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _links(self, request: Links, _peer: Peer) -> AsyncIterator[Message]:
         graph = self.daemon.engine.graph
         if request.direction not in ("out", "in", "unresolved"):
             raise FrameError("bad_request", f"unknown direction {request.direction!r}", "use out, in or unresolved")
@@ -596,10 +614,20 @@ class Server:
         hits = [LinkHit(r.source, r.line, r.kind, r.target, r.heading, r.label, r.resolved or "") for r in rows]
         yield LinksReply(id=request.id, note=note, direction=request.direction, links=hits)
 
-    async def _related(self, request: Related, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _related(self, request: Related, _peer: Peer) -> AsyncIterator[Message]:
         note = await asyncio.to_thread(self._find_note, request.note)
         neighbours = await asyncio.to_thread(self.daemon.engine.graph.related, note, request.limit)
         yield RelatedReply(id=request.id, note=note, notes=[RelatedNote(n.path, n.title, n.similarity, n.linked) for n in neighbours])
+
+    async def _list_conversations(self, request: ListConversations, _peer: Peer) -> AsyncIterator[Message]:
+        found, total = await asyncio.to_thread(self.daemon.assistant.conversations.overview, request.limit, request.archived)
+        conversations = [
+            ConversationInfo(
+                c.id, c.created_at, c.updated_at, c.messages, c.unlogged, c.compacted, c.title, ConversationStore.is_archived(c.id)
+            )
+            for c in found
+        ]
+        yield ConversationList(id=request.id, conversations=conversations, total=total)
 
     def _find_note(self, name: str) -> str:
         """A note given by path (absolute or in the vault), file name or alias; FrameError if none."""
@@ -613,7 +641,7 @@ class Server:
             raise FrameError("not_found", f"no note in the index is called {name!r}", "give a note's path, file name or alias")
         return found
 
-    async def _read_note(self, request: ReadNote, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _read_note(self, request: ReadNote, _peer: Peer) -> AsyncIterator[Message]:
         yield await asyncio.to_thread(self._note_text, request)
 
     def _note_text(self, request: ReadNote) -> Message:
@@ -652,7 +680,7 @@ class Server:
             problem=note.problem,
         )
 
-    async def _sessions(self, request: Sessions, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _sessions(self, request: Sessions, _peer: Peer) -> AsyncIterator[Message]:
         vault, config = self.daemon.vault, self.daemon.config
         max_bytes = int(config.vault.max_file_mb * 1_000_000)
         if not request.query.strip():
@@ -667,7 +695,7 @@ class Server:
         logs = await asyncio.to_thread(sessions.dated_hits, vault, reply.results, max_bytes)
         yield SessionsReply(id=request.id, sessions=logs, mode=reply.mode, warnings=reply.warnings, coverage=reply.coverage)
 
-    async def _index(self, request: Index, _connection: _Connection) -> AsyncIterator[Message]:
+    async def _index(self, request: Index, _peer: Peer) -> AsyncIterator[Message]:
         paths = None
         if request.paths:
             paths = [self.daemon.vault_relative(p) for p in request.paths]
@@ -687,7 +715,7 @@ class Server:
         job.add_done_callback(lambda _: events.put_nowait(None))
         while (event := await events.get()) is not None:
             yield event
-        report = job.result()  # SyncFailed goes to _dispatch, which answers with its cause
+        report = job.result()  # SyncFailed goes to dispatch, which answers with its cause
         if request.wait and self.daemon.engine.embedder.enabled:
             async for event in self._wait_for_vectors(request.id):
                 yield event
@@ -726,7 +754,7 @@ class Server:
             yield Progress(id=request_id, phase="embed", done=total - pending, total=total, message=message)
             await asyncio.sleep(VECTOR_PROGRESS_SECONDS)
 
-    async def _chat(self, request: Chat, connection: _Connection) -> AsyncIterator[Message]:
+    async def _chat(self, request: Chat, peer: Peer) -> AsyncIterator[Message]:
         """Stream a chat turn. A cancel frame, or the client going away, stops the answer."""
         loop = asyncio.get_running_loop()
         cancel = threading.Event()
@@ -748,42 +776,49 @@ class Server:
             )
         )
         job.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
-        incoming = connection.read_ahead()
-        while True:
-            getter = asyncio.ensure_future(events.get())
-            waiting = {getter} if incoming is None else {getter, incoming}
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if incoming is not None and incoming in done:
-                try:
-                    message = incoming.result()
-                except Exception:
-                    message = None  # a broken frame mid-chat: treat as a disconnect
-                if message is None or isinstance(message, Cancel):
-                    cancel.set()
-                    if message is not None:
-                        connection.pending = None  # the cancel is consumed
-                incoming = None
-            if getter not in done:
+        getter: asyncio.Future | None = None
+        try:
+            incoming = peer.read_ahead()
+            while True:
+                getter = asyncio.ensure_future(events.get())
+                waiting = {getter} if incoming is None else {getter, incoming}
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if incoming is not None and incoming in done:
+                    try:
+                        message = incoming.result()
+                    except Exception:
+                        message = None  # a broken frame mid-chat: treat as a disconnect
+                    if message is None or isinstance(message, Cancel):
+                        cancel.set()
+                        if message is not None:
+                            peer.pending = None  # the cancel is consumed
+                    incoming = None
+                if getter not in done:
+                    getter.cancel()
+                    continue
+                event = getter.result()
+                if event is None:
+                    break
+                kind, value = event
+                if kind == "delta":
+                    yield ChatDelta(id=request.id, text=value)
+                elif kind == "tool_call":
+                    yield ToolActivity(id=request.id, phase="call", name=value.name, arguments=value.arguments)
+                else:
+                    call, output = value
+                    yield ToolActivity(
+                        id=request.id,
+                        phase="result",
+                        name=call.name,
+                        result=output[:TOOL_RESULT_PREVIEW],
+                        summary=tool_summary(call.name, output),
+                    )
+        finally:
+            if not job.done():
+                cancel.set()  # torn down mid-answer (a closed HTTP stream, a stopping daemon): the thread stops too
+            if getter is not None:
                 getter.cancel()
-                continue
-            event = getter.result()
-            if event is None:
-                break
-            kind, value = event
-            if kind == "delta":
-                yield ChatDelta(id=request.id, text=value)
-            elif kind == "tool_call":
-                yield ToolActivity(id=request.id, phase="call", name=value.name, arguments=value.arguments)
-            else:
-                call, output = value
-                yield ToolActivity(
-                    id=request.id,
-                    phase="result",
-                    name=call.name,
-                    result=output[:TOOL_RESULT_PREVIEW],
-                    summary=tool_summary(call.name, output),
-                )
-        result = job.result()  # raises ProviderError etc. for _dispatch to answer
+        result = job.result()  # raises ProviderError etc. for dispatch to answer
         yield ChatDone(
             id=request.id,
             conversation=result.conversation,

@@ -110,6 +110,9 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
     if daemon.watcher.error:
         warnings.append(f"watcher: {daemon.watcher.error}")
     warnings.extend(daemon.assistant.warnings())
+    http = daemon.http_status()
+    if http.error:
+        warnings.append(f"http: {http.error}")
     memory = dict(daemon.assistant.memory_status())
     if memory.get("last_restored_at") is None:
         memory["last_restored_at"] = 0.0  # never
@@ -139,4 +142,5 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
         },
         warnings=warnings,
         memory=MemoryStatus(**memory),
+        http=http,
     )

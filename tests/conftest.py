@@ -102,3 +102,22 @@ def start_daemon(tmp_path: Path, vault: Path, model_dir: Path):
     yield factory
     for daemon in started:
         daemon.cleanup()
+
+
+@pytest.fixture
+def http_daemon(start_daemon, fake_ollama):
+    """Start a real tarsd with its HTTP listener on (a free port) and chat through the fake Ollama;
+    returns a web_harness.Web for it."""
+    from web_harness import Web
+
+    def factory(**extra_env: str):
+        env = {
+            "TARS_HTTP_ENABLED": "true",
+            "TARS_HTTP_PORT": "0",
+            "TARS_CHAT_OLLAMA_HOST": fake_ollama.url,
+            "TARS_CHAT_OLLAMA_MODEL": "fake-chat",
+            **extra_env,
+        }
+        return Web(start_daemon(**env))
+
+    return factory

@@ -48,6 +48,18 @@ class Conversation:
         return [(seq, m) for seq, m in self.messages if seq > self.logged_seq]
 
 
+@dataclass(slots=True, frozen=True)
+class ConversationSummary:
+    id: str
+    created_at: float
+    updated_at: float
+    messages: int  # user and assistant messages with text (not a bare tool call), compacted ones included
+    unlogged: int
+    compacted: int
+    title: str  # the start of the first user message
+
+
+TITLE_CHARS = 80
 ARCHIVED = "@archived-"
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(ChatMessage).decode
@@ -133,6 +145,31 @@ class ConversationStore:
     @staticmethod
     def is_archived(conversation_id: str) -> bool:
         return ARCHIVED in conversation_id
+
+    def overview(self, limit: int, archived: bool = False) -> tuple[list[ConversationSummary], int]:
+        """Conversations with messages, most recently active first: (up to ``limit`` of them, how many in all)."""
+        # body is a BLOB, which json_extract would read as JSONB: read it as the JSON text it is.
+        role = "json_extract(CAST(m.body AS TEXT), '$.role')"
+        said = f"({role} IN ('user', 'assistant') AND coalesce(json_extract(CAST(m.body AS TEXT), '$.content'), '') != '')"
+        with self.lock:
+            rows = self.conn.execute(
+                f"""SELECT c.id, c.created_at, c.updated_at,
+                       sum({said}),
+                       sum({said} AND m.seq > c.logged_seq),
+                       sum({said} AND m.compacted),
+                       (SELECT json_extract(CAST(f.body AS TEXT), '$.content') FROM messages f
+                        WHERE f.conversation_id = c.id AND json_extract(CAST(f.body AS TEXT), '$.role') = 'user' ORDER BY f.seq LIMIT 1)
+                   FROM conversations c JOIN messages m ON m.conversation_id = c.id
+                   GROUP BY c.id ORDER BY c.updated_at DESC, c.id"""
+            ).fetchall()
+        found = [
+            ConversationSummary(
+                cid, created, updated, total or 0, unlogged or 0, compacted or 0, " ".join((title or "").split())[:TITLE_CHARS]
+            )
+            for cid, created, updated, total, unlogged, compacted, title in rows
+            if archived or not self.is_archived(cid)
+        ]
+        return found[:limit], len(found)
 
     def idle(self, idle_seconds: float) -> list[str]:
         """Conversations quiet for longer than ``idle_seconds`` with messages not yet in a log."""

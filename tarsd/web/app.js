@@ -1,0 +1,349 @@
+// The tars web page: search with live results, and a chat that streams its replies.
+// Plain browser JavaScript, no build step, no other site. Vault text (titles, snippets, answers,
+// tool results) is only ever put on the page as text nodes: never as HTML.
+"use strict";
+
+(() => {
+  const TOKEN_KEY = "tars.token";
+  const CONVERSATION = "web"; // the web page's conversation, shared by every browser of this user
+  const SEARCH_DELAY_MS = 200;
+  const BANDS = ["relevant", "kinda", "maybe", "not"];
+
+  const $ = (id) => document.getElementById(id);
+  let token = "";
+  let vaultName = "";
+  let searchAbort = null;
+  let searchTimer = 0;
+  let chatAbort = null;
+
+  class ApiError extends Error {
+    constructor(body, status) {
+      super(body && body.message ? body.message : `HTTP ${status}`);
+      this.hint = (body && body.hint) || "";
+      this.status = status;
+    }
+  }
+
+  // An element with a class and text; text is always a text node.
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  // ---- the token: from the address's #fragment (never sent to the server), then kept here ----
+
+  function takeToken() {
+    const fragment = new URLSearchParams(location.hash.slice(1));
+    const given = fragment.get("token");
+    if (given) {
+      localStorage.setItem(TOKEN_KEY, given);
+      history.replaceState(null, "", location.pathname + location.search); // out of the address bar and history
+    }
+    return localStorage.getItem(TOKEN_KEY) || "";
+  }
+
+  function showLogin(message) {
+    $("app").hidden = true;
+    $("login").hidden = false;
+    $("login-error").textContent = message || "";
+    $("token").focus();
+  }
+
+  $("login-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("token").value.trim();
+    if (!value) return;
+    localStorage.setItem(TOKEN_KEY, value);
+    $("token").value = "";
+    start();
+  });
+
+  async function api(path, options = {}) {
+    const headers = Object.assign({ Authorization: "Bearer " + token }, options.headers || {});
+    const response = await fetch(path, Object.assign({}, options, { headers, cache: "no-store" }));
+    if (response.status === 401) {
+      localStorage.removeItem(TOKEN_KEY);
+      showLogin("tarsd refused the token: paste the one `tarsctl http token` prints.");
+      throw new ApiError({ message: "the token was refused" }, 401);
+    }
+    return response;
+  }
+
+  async function json(response) {
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!response.ok) throw new ApiError(body, response.status);
+    return body;
+  }
+
+  function describe(error) {
+    return error.hint ? `${error.message} (${error.hint})` : error.message || String(error);
+  }
+
+  // ---- views: tabs on a phone, side by side on a wide screen ----
+
+  function show(view) {
+    document.body.dataset.view = view;
+    $("tab-search").setAttribute("aria-pressed", String(view === "search"));
+    $("tab-chat").setAttribute("aria-pressed", String(view === "chat"));
+    (view === "search" ? $("q") : $("message")).focus();
+  }
+
+  $("tab-search").addEventListener("click", () => show("search"));
+  $("tab-chat").addEventListener("click", () => show("chat"));
+
+  // ---- search ----
+
+  function obsidianUri(path) {
+    return "obsidian://open?vault=" + encodeURIComponent(vaultName) + "&file=" + encodeURIComponent(path);
+  }
+
+  // "a **word** here" -> text, <mark>word</mark>, text: split on the markers, never parsed as HTML.
+  function snippet(text) {
+    const paragraph = el("p", "snippet");
+    const parts = String(text).split("**");
+    if (parts.length % 2 === 0) {
+      paragraph.textContent = text; // unbalanced markers: the text as it is
+      return paragraph;
+    }
+    parts.forEach((part, i) => {
+      if (part) paragraph.append(i % 2 ? el("mark", "", part) : document.createTextNode(part));
+    });
+    return paragraph;
+  }
+
+  function renderHit(hit) {
+    const item = el("li", "hit");
+    const head = el("div", "hit-head");
+    const link = el("a", "hit-title", hit.title || hit.path);
+    link.href = obsidianUri(hit.path);
+    link.rel = "noreferrer";
+    link.title = "open in Obsidian";
+    const band = BANDS.includes(hit.band) ? hit.band : "not";
+    head.append(link, el("span", "band band-" + band, `${hit.band} ${Number(hit.score).toFixed(2)}`));
+    item.append(head);
+    if (hit.heading_path && hit.heading_path !== hit.title) item.append(el("div", "hit-heading", hit.heading_path));
+    item.append(snippet(hit.snippet));
+    item.append(el("div", "hit-path", `${hit.path}:${hit.start_line}`));
+    return item;
+  }
+
+  function coverageNotes(coverage, semantic) {
+    const notes = [];
+    if (!coverage) return notes;
+    if (!coverage.reconciled) notes.push("The index is still being built: results may be missing.");
+    if (semantic && coverage.pending_vectors > 0 && coverage.embedder !== "disabled") {
+      notes.push(`${coverage.pending_vectors} of ${coverage.chunks} passages are not embedded yet.`);
+    }
+    return notes;
+  }
+
+  async function runSearch() {
+    const query = $("q").value.trim();
+    if (searchAbort) searchAbort.abort();
+    searchAbort = null;
+    if (!query) {
+      $("results").replaceChildren();
+      $("search-note").textContent = "";
+      return;
+    }
+    const abort = new AbortController();
+    searchAbort = abort;
+    const params = new URLSearchParams({ q: query, mode: $("mode").value, limit: "20" });
+    try {
+      const reply = await json(await api("/search?" + params.toString(), { signal: abort.signal }));
+      if (abort.signal.aborted) return;
+      $("results").replaceChildren(...reply.results.map(renderHit));
+      const notes = [...reply.warnings, ...coverageNotes(reply.coverage, reply.mode !== "fts")];
+      if (!reply.results.length) notes.unshift("No results.");
+      $("search-note").textContent = notes.join(" ");
+    } catch (error) {
+      if (error.name === "AbortError" || error.status === 401) return;
+      $("results").replaceChildren();
+      $("search-note").textContent = describe(error);
+    }
+  }
+
+  $("q").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(runSearch, SEARCH_DELAY_MS);
+  });
+  $("mode").addEventListener("change", runSearch);
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearTimeout(searchTimer);
+    runSearch();
+  });
+
+  // ---- chat ----
+
+  function scrollDown() {
+    const messages = $("messages");
+    messages.scrollTop = messages.scrollHeight;
+  }
+
+  function addMessage(role, text) {
+    const message = el("div", "message message-" + role);
+    message.append(el("div", "who", role === "user" ? "you" : "tars"));
+    const tools = el("div", "tools");
+    const body = el("div", "body", text);
+    const notes = el("div", "message-notes");
+    message.append(tools, body, notes);
+    $("messages").append(message);
+    scrollDown();
+    return { message, tools, body, notes };
+  }
+
+  function toolLine(data) {
+    if (data.phase === "call") {
+      const args = Object.entries(data.arguments || {})
+        .map(([key, value]) => `${key}: ${typeof value === "string" ? value : JSON.stringify(value)}`)
+        .join(", ");
+      return `· ${data.name}(${args.length > 120 ? args.slice(0, 117) + "…" : args})`;
+    }
+    return `· ${data.name}: ${data.summary || "done"}`;
+  }
+
+  function onChatEvent(answer, name, data) {
+    if (name === "chat_delta") {
+      answer.body.append(document.createTextNode(data.text));
+    } else if (name === "tool_activity") {
+      answer.tools.append(el("div", "tool tool-" + (data.phase === "call" ? "call" : "result"), toolLine(data)));
+    } else if (name === "chat_done") {
+      if (!answer.body.textContent && data.text) answer.body.textContent = data.text;
+      if (data.cancelled) answer.notes.append(el("div", "", "stopped"));
+      if (data.session_log) answer.notes.append(el("div", "", "session log: " + data.session_log));
+      for (const warning of data.warnings || []) answer.notes.append(el("div", "", warning));
+    } else if (name === "error") {
+      answer.message.classList.add("failed");
+      answer.notes.append(el("div", "error", describe(new ApiError(data, 0))));
+    }
+    scrollDown();
+  }
+
+  // Server-sent events from a POST (EventSource can only GET): blocks split on blank lines.
+  async function readEvents(response, onEvent) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        let name = "message";
+        let data = "";
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) name = line.slice(6).trim();
+          else if (line.startsWith("data:")) data += line.slice(5).trimStart();
+        }
+        if (data) onEvent(name, JSON.parse(data));
+      }
+    }
+  }
+
+  function setBusy(busy) {
+    $("send").hidden = busy;
+    $("stop").hidden = !busy;
+    $("new").disabled = busy;
+  }
+
+  async function send() {
+    const text = $("message").value.trim();
+    if (!text || chatAbort) return;
+    $("message").value = "";
+    addMessage("user", text);
+    const answer = addMessage("assistant", "");
+    answer.message.classList.add("streaming");
+    chatAbort = new AbortController();
+    setBusy(true);
+    try {
+      const response = await api("/chat", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+        body: JSON.stringify({ conversation_id: CONVERSATION, message: text, stream: true }),
+        signal: chatAbort.signal,
+      });
+      if (!response.ok) await json(response);
+      await readEvents(response, (name, data) => onChatEvent(answer, name, data));
+    } catch (error) {
+      if (error.name === "AbortError") answer.notes.append(el("div", "", "stopped"));
+      else if (error.status !== 401) onChatEvent(answer, "error", { message: error.message, hint: error.hint });
+    } finally {
+      chatAbort = null;
+      setBusy(false);
+      answer.message.classList.remove("streaming");
+    }
+  }
+
+  $("chat-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  $("message").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  $("stop").addEventListener("click", () => {
+    if (chatAbort) chatAbort.abort(); // closing the stream cancels the answer in tarsd
+  });
+  $("new").addEventListener("click", async () => {
+    try {
+      const ended = await json(await api("/conversations/" + encodeURIComponent(CONVERSATION), { method: "DELETE" }));
+      $("messages").replaceChildren();
+      const notes = ended.session_log ? ["Session log written: " + ended.session_log + "."] : [];
+      $("chat-note").textContent = [...notes, ...(ended.warnings || []), "A new conversation starts."].join(" ");
+    } catch (error) {
+      if (error.status !== 401) $("chat-note").textContent = describe(error);
+    }
+  });
+
+  async function describeConversation() {
+    try {
+      const listed = await json(await api("/conversations?limit=1000"));
+      const ours = listed.conversations.find((c) => c.id === CONVERSATION);
+      $("chat-note").textContent = ours
+        ? `Carrying on the conversation “${CONVERSATION}” (${ours.messages} messages so far). New chat ends it and writes its session log.`
+        : "";
+    } catch (_) {
+      // the note is a help, nothing more
+    }
+  }
+
+  // ---- start ----
+
+  async function start() {
+    token = takeToken();
+    if (!token) {
+      showLogin("");
+      return;
+    }
+    try {
+      const status = await json(await api("/status"));
+      vaultName = String(status.vault).split(/[\\/]/).filter(Boolean).pop() || "";
+      const counts = status.counts || {};
+      const meaning = { ready: "", loading: "model loading", unavailable: "keywords only", disabled: "keywords only" };
+      const parts = [vaultName, `${counts.files || 0} notes`, meaning[status.embedder.state] || status.embedder.state];
+      $("state").textContent = parts.filter(Boolean).join(" · ");
+      $("login").hidden = true;
+      $("app").hidden = false;
+      show(document.body.dataset.view || "search");
+      describeConversation();
+    } catch (error) {
+      if (error.status !== 401) showLogin(describe(error));
+    }
+  }
+
+  start();
+})();

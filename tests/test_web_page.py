@@ -1,0 +1,168 @@
+"""The web page in a real headless Chromium (Debian's chromium package, driven by Playwright; no
+browser is downloaded), against a real tarsd and the fake Ollama server: the token from the
+address's fragment, live search with Obsidian links, a streamed chat with tool activity, hostile
+note text shown as text. Screenshots of both views at phone and desktop widths go to
+.artifacts/screenshots/ (or $TARS_SCREENSHOTS): looked at by people, never committed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+pytest.importorskip("playwright", reason="the playwright package is missing: bash scripts/test.sh installs the test extras")
+from playwright.sync_api import expect  # noqa: E402
+
+from conftest import REPO, write
+
+CHROMIUM = Path(os.environ.get("TARS_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium"))
+# Headless, offline and quiet: no sandbox (CI runs as root), no GPU, no QUIC, no background
+# downloads, updates or sync.
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(os.environ.get("TARS_SCREENSHOTS", REPO / ".artifacts" / "screenshots"))
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+TIMEOUT_MS = 20_000
+
+HOSTILE_TITLE = 'Hostile <img src=x onerror="window.__pwned = 1"> notes'
+HOSTILE_BODY = 'A clever <script>window.__pwned = 2</script> trick and <img src=x onerror="window.__pwned = 3"> too.'
+
+
+@pytest.fixture
+def browser(tmp_path: Path):
+    if not CHROMIUM.is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's chromium package (.ci/run does: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),  # a fresh profile every run
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=FLAGS,
+            viewport=DESKTOP,
+        )
+        context.set_default_timeout(TIMEOUT_MS)
+        expect.set_options(timeout=TIMEOUT_MS)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
+
+
+def test_search_and_chat_in_a_real_browser(http_daemon, vault, fake_ollama, browser):
+    write(
+        vault, "Sourdough.md", "# Sourdough\n\nFeed the starter the evening before.\n\n## Bake\n\nBake covered at 250 °C for 20 minutes.\n"
+    )
+    write(vault, "Bread ideas.md", "# Bread ideas\n\nA rye sourdough with caraway, and a spelt loaf.\n")
+    write(vault, "Garden.md", "# Garden\n\nTomatoes need sun and daily water in July.\n")
+    write(vault, "Hostile.md", f"# {HOSTILE_TITLE}\n\n{HOSTILE_BODY}\n")
+    answer = 'You feed the starter the evening before, then bake at 250 °C. <img src=x onerror="window.__pwned = 4">'
+    fake_ollama.script = [
+        {"tool_calls": [{"name": "memory_search", "arguments": {"query": "sourdough starter"}}]},
+        {"text": answer, "delay": 0.15},
+    ]
+    web = http_daemon()
+    page = browser.new_page()
+    opened = []
+    page.on("request", lambda request: opened.append(request.url) if request.url.startswith("obsidian:") else None)
+
+    # The token arrives in the fragment, is kept by the page and taken out of the address bar.
+    page.goto(f"{web.url}#token={web.token}")
+    # The page runs under its own Content-Security-Policy, so waits use selectors (no script is evaluated).
+    expect(page.locator("#state")).to_contain_text("4 notes")
+    assert "token" not in page.url and page.locator("#login").is_hidden()
+
+    # Live search: results as you type, the matched words marked, a band, an obsidian:// link.
+    page.fill("#q", "sourdough starter")
+    page.wait_for_selector(".hit")
+    first = page.locator(".hit").first
+    assert first.locator(".hit-title").inner_text() == "Sourdough"
+    assert "starter" in [m.lower() for m in first.locator("mark").all_inner_texts()]
+    assert first.locator(".band").inner_text().startswith(("relevant", "kinda", "maybe"))
+    assert first.locator(".hit-path").inner_text() == "Sourdough.md:1"
+    assert first.locator(".hit-title").get_attribute("href") == f"obsidian://open?vault={quote(vault.name, safe='')}&file=Sourdough.md"
+    shot(page, "desktop-search")
+
+    # Vault text is text: the hostile note's tags are shown, none of them runs or renders.
+    page.fill("#q", "clever trick")
+    hostile = page.locator(".hit").first
+    expect(hostile.locator(".hit-title")).to_have_text(HOSTILE_TITLE)
+    assert "<script>window.__pwned = 2</script>" in hostile.locator(".snippet").inner_text()
+    assert page.locator("#results img, #results script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+    # Chat: the reply streams in (text shows while the answer is still coming), tool activity shown.
+    page.fill("#message", "how do I start a sourdough bake?")
+    page.press("#message", "Enter")
+    page.wait_for_selector(".message-assistant.streaming .body:not(:empty)")  # text while the answer still comes
+    expect(page.locator(".message-assistant.streaming")).to_have_count(0)
+    reply = page.locator(".message-assistant").first
+    assert reply.locator(".body").inner_text() == answer
+    tools = reply.locator(".tool").all_inner_texts()
+    assert tools[0] == "· memory_search(query: sourdough starter)" and tools[1].startswith("· memory_search:")
+    assert page.locator("#messages img").count() == 0 and page.evaluate("window.__pwned") is None
+    shot(page, "desktop-chat")
+
+    # A click on a result hands its obsidian:// link to the browser, and the page stays. (Last on this
+    # page: headless Chromium takes no more input on a page once it has tried an external protocol.)
+    with page.expect_request(lambda request: request.url.startswith("obsidian:")):
+        page.locator(".hit-title").first.click()
+    assert opened == [page.locator(".hit-title").first.get_attribute("href")] and page.url.startswith(web.url)
+
+    # A phone: one view at a time, switched by the tabs; the kept token opens the page without the fragment.
+    phone = browser.new_page()
+    phone.set_viewport_size(PHONE)
+    phone.goto(web.url)
+    expect(phone.locator("#state")).to_contain_text("notes")
+    assert phone.locator("#search").is_visible() and phone.locator("#chat").is_hidden()
+    phone.fill("#q", "bread sourdough")
+    phone.wait_for_selector(".hit")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing wider than the screen
+    shot(phone, "phone-search")
+    phone.click("#tab-chat")
+    assert phone.locator("#chat").is_visible() and phone.locator("#search").is_hidden()
+    expect(phone.locator("#chat-note")).to_contain_text("Carrying on the conversation")
+    fake_ollama.script = [{"text": "Water tomatoes daily in July, in the morning.", "delay": 0.05}]
+    phone.fill("#message", "and my tomatoes?")
+    phone.click("#send")
+    expect(phone.locator(".message-assistant").last.locator(".body")).to_have_text("Water tomatoes daily in July, in the morning.")
+    expect(phone.locator(".message-assistant.streaming")).to_have_count(0)
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot(phone, "phone-chat")
+
+    # New chat ends the conversation: its session log is written first.
+    fake_ollama.script = [{"text": "Baking and tomatoes\n- Sam asked how to start a sourdough bake"}]
+    phone.click("#new")
+    expect(phone.locator("#chat-note")).to_contain_text("Session log written")
+    log = phone.locator("#chat-note").inner_text().split("Session log written: ")[1].split(".md")[0] + ".md"
+    assert "Sam asked how to start a sourdough bake" in (vault / log).read_text()
+
+    # Without a kept token the page asks for one; a wrong one is refused.
+    phone.evaluate("localStorage.clear()")
+    phone.goto(web.url)
+    phone.wait_for_selector("#login-form")
+    phone.fill("#token", "not-the-token-" + "x" * 30)
+    phone.press("#token", "Enter")
+    expect(phone.locator("#login-error")).to_contain_text("refused")
+    phone.fill("#token", web.token)
+    phone.press("#token", "Enter")
+    phone.wait_for_selector("#app:not([hidden])")
