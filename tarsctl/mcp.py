@@ -15,16 +15,15 @@ Layout, top to bottom:
 - build_server(send): the SDK server (tools, resources, instructions) around them.
 - SocketSender and serve_stdio: the stdio transport, talking to tarsd over its Unix socket.
 
-The seam for another transport (the streamable-HTTP listener inside tarsd):
+The other transport, MCP's streamable HTTP inside tarsd (tarsd/mcp_http.py), shares all of it
+through one seam:
 
     Send = Callable[[Message], Awaitable[Message]]
     # a protocol request in, its final reply out (an Error reply for any failure; never raises)
 
-Nothing above SocketSender knows about sockets. Inside tarsd, ``send`` runs the request through
-the daemon's own handler table in-process (the last message its handler yields is the final
-reply), and ``build_server(send).streamable_http_app()`` (or the SDK's
-StreamableHTTPSessionManager around the same server) is mounted in the HTTP listener: the same
-tools, descriptions, renderings and errors as over stdio.
+Nothing above SocketSender knows about sockets: inside tarsd, ``send`` runs the request through
+the daemon's own dispatcher, so both transports have the same tools, descriptions, renderings
+and errors.
 
 This module imports the SDK at the top: tarsctl's cli imports it only inside the ``mcp``
 command, so other commands start as fast as before.

@@ -160,6 +160,8 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
     # that, 429 with Retry-After.
     auth_failures_burst: int = 5
     auth_failures_per_second: float = 1.0
+    # MCP over streamable HTTP at /mcp (the tools of `tarsctl mcp`), behind the same token.
+    mcp: bool = True
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True):

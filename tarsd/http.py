@@ -41,6 +41,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from tarsctl.protocol import (
     MAX_REQUEST_BYTES,
@@ -135,6 +136,17 @@ class Mount:
 
 
 MountFactory = Callable[[Dispatch], Mount]
+
+
+class _AsgiEndpoint:
+    """An ASGI app as a Route's endpoint: Starlette wraps a bare function or method as a request
+    handler, and passes any other callable the raw ASGI call."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.app(scope, receive, send)
 
 
 # ---- request bodies: shapes only; the bounds are the protocol's, checked when the protocol message is built ----
@@ -504,6 +516,9 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
         return await answer(protocol_message(Status, files=files), StatusReply)
 
     for mount in mounts:
+        # The path itself too, not only what lies under it: MCP clients POST to /mcp, and a
+        # redirect to /mcp/ would cost each call a round trip (or fail in a client that does not follow it).
+        app.router.routes.append(Route(mount.path, _AsgiEndpoint(mount.app)))
         app.mount(mount.path, mount.app)
     _describe(app)
     return app

@@ -212,9 +212,12 @@ class Daemon:
             self.http_error = f"the HTTP listener needs FastAPI and uvicorn ({exc}): reinstall tars (uv tool install --reinstall .)"
             log.error("HTTP listener not started: %s", self.http_error)
             return
-        # Other apps served on the listener behind the same checks and token: MCP over streamable
-        # HTTP (issue 13) goes here, as a factory of tarsd.http.Mount("/mcp", ...) given the dispatcher.
+        # Other apps served on the listener behind the same checks and token: MCP over streamable HTTP.
         mounts: list = []
+        if self.config.http.mcp:
+            from .mcp_http import mcp_mount
+
+            mounts.append(mcp_mount)
         door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file), mounts)
         try:
             await door.start()
