@@ -8,6 +8,9 @@ chunks/s on a 2-core box, so the parts that need vectors (``latency`` with the m
 wait for its embedding backlog to drain first; every table says which vault size it used.
 
     python bench/daemon_bench.py latency    [--notes N] [--model-notes N] [--runs N] [--embedder none|local|both]
+    python bench/daemon_bench.py search     [--model-notes N] [--runs N]   (taskset -c 0 ... for one core)
+    python bench/daemon_bench.py no-model   [--notes N] [--runs N]
+    python bench/daemon_bench.py backlog    [--notes N] [--runs N]     (keyword freshness during a cold embedding run)
     python bench/daemon_bench.py cli-vs-rg  [--notes N] [--runs N] [--words W ...]
     python bench/daemon_bench.py startup    [--runs N]
     python bench/daemon_bench.py rss        [--model-notes N]
@@ -268,17 +271,20 @@ class Session:
         self.daemons: dict[tuple[str, int], Daemon] = {}
         self.ready_memory: dict[tuple[str, int], dict[str, float]] = {}  # kept after a daemon stops
 
-    def daemon(self, embedder: str, notes: int) -> Daemon:
-        key = (embedder, notes)
+    def daemon(self, embedder: str, notes: int, variant: str = "", extra_env: dict[str, str] | None = None, vectors: bool = True) -> Daemon:
+        """A ready daemon on a ``notes``-note vault; ``variant`` names a differently configured one
+        (``extra_env``); ``vectors=False`` is ready once the keyword index is (a backlog may remain)."""
+        key = (embedder + variant, notes)
         if key in self.daemons and self.daemons[key].process.poll() is None:
             return self.daemons[key]
-        need_vectors = embedder != "none"
-        vault = self.tmp / f"vault-{embedder}-{notes}"
+        need_vectors = embedder != "none" and vectors
+        vault = self.tmp / f"vault-{embedder}{variant}-{notes}"
         if not vault.exists():
             started = now()
             count = build_vault(vault, notes)
             log(f"built a {count:,}-note vault in {now() - started:.1f} s: {vault}")
-        daemon = Daemon(vault, notes, embedder, self.args.debounce_ms, self.tmp / f"state-{embedder}-{notes}")
+        state = self.tmp / f"state-{embedder}{variant}-{notes}"
+        daemon = Daemon(vault, notes, embedder, self.args.debounce_ms, state, extra_env)
         started = now()
         try:
             daemon.start()
@@ -468,6 +474,135 @@ def latency_row(label: str, values: list[float | None], errors: list[str], targe
     target = f"p50 <= {target_ms:,.0f} ms" if target_ms else ""
     ok = "" if not target_ms else met(bool(found) and p50 <= target_ms and missing == 0)
     return [label, len(values), len(found), fmt_ms(p50), fmt_ms(p99), fmt_ms(max(found, default=None)), target, ok]
+
+
+def time_searches(daemon: Daemon, modes: tuple[str, ...], queries: list[str]) -> dict[str, list[float]]:
+    """Round-trip ms of each query in each mode over one socket connection (the modes
+    interleaved, so drift in the machine's load hits them alike), after a warm-up."""
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    with daemon.client(timeout=120) as client:
+        for query in queries[:5]:
+            for mode in modes:
+                client.call(Search(id=client.next_id(), query=query, mode=mode, limit=10))
+        for query in queries:
+            for mode in modes:
+                started = now()
+                reply = client.call(Search(id=client.next_id(), query=query, mode=mode, limit=10))
+                times[mode].append((now() - started) * 1000)
+                if isinstance(reply, Error):
+                    raise RuntimeError(f"{mode} search failed: {reply.message}")
+    return times
+
+
+def cores() -> str:
+    count = len(os.sched_getaffinity(0))
+    return f"{count} core{'s' if count != 1 else ''} (taskset)" if count < (os.cpu_count() or count) else f"{count} cores"
+
+
+def run_search(session: Session, runs: int) -> None:
+    """Search round trips per mode over the socket on the model vault; run it under
+    `taskset -c 0` too for the one-core (Pi stand-in) figure."""
+    daemon = session.daemon("local", session.args.model_notes)
+    queries = list(scifact_queries().values())[:runs]
+    times = time_searches(daemon, ("fts", "vec", "hybrid"), queries)
+    rows = [[mode, len(v), fmt_ms(percentile(v, 50)), fmt_ms(percentile(v, 99))] for mode, v in times.items()]
+    print_table(
+        ["mode", "searches", "p50 ms", "p99 ms"],
+        rows,
+        f"Search round trips over the socket (query embedding included, cache cold per query), {daemon.notes:,}-note model vault, "
+        f"{cores()}; {load()}",
+    )
+
+
+class SilentHub:
+    """A model hub on 127.0.0.1 that accepts connections and never answers (a captive portal,
+    a dead proxy): the worst case for a first download."""
+
+    def __init__(self):
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1024)  # the kernel completes the handshakes; nothing ever reads or writes
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def run_no_model(session: Session, runs: int) -> None:
+    """No model on disk and no reachable hub: hybrid answers from keywords, and must not be
+    much slower than --mode fts (target p50 within 2x)."""
+    hub = SilentHub()
+    empty = session.tmp / "no-model"
+    empty.mkdir(exist_ok=True)
+    try:
+        env = {"TARS_MODEL_DIR": str(empty), "HF_ENDPOINT": hub.url}
+        daemon = session.daemon("local", session.args.notes, variant="-nomodel", extra_env=env, vectors=False)
+        status = daemon.status()
+        queries = list(scifact_queries().values())[:runs]
+        times = time_searches(daemon, ("fts", "hybrid"), queries)
+        with daemon.client() as client:
+            reply = client.call(Search(id=client.next_id(), query=queries[0], mode="hybrid", limit=10))
+        fts50, hyb50 = percentile(times["fts"], 50), percentile(times["hybrid"], 50)
+        rows = [
+            ["fts", len(times["fts"]), fmt_ms(fts50), fmt_ms(percentile(times["fts"], 99)), "", ""],
+            [
+                "hybrid",
+                len(times["hybrid"]),
+                fmt_ms(hyb50),
+                fmt_ms(percentile(times["hybrid"], 99)),
+                "p50 <= 2x fts",
+                met(hyb50 <= 2 * fts50),
+            ],
+        ]
+        print_table(
+            ["mode", "searches", "p50 ms", "p99 ms", "target", "met"],
+            rows,
+            f"No model on disk, the hub accepting and never answering; {daemon.notes:,}-note vault, ready (keywords) after "
+            f"{daemon.ready_seconds:,.1f} s; {cores()}; {load()}",
+        )
+        print(f"embedder: {status.embedder.state} ({status.embedder.reason}); a hybrid reply's warnings: {reply.warnings}")
+    finally:
+        session.stop("local-nomodel", session.args.notes)
+        hub.close()
+
+
+def run_backlog(session: Session, runs: int) -> None:
+    """Save -> searchable by keyword while the whole vault's vectors are still being made
+    (a first run): keyword freshness must not wait behind the embedding backlog."""
+    args = session.args
+    daemon = session.daemon("local", args.notes, variant="-backlog", vectors=False)
+    rng = random.Random(2)
+    corpus = scifact_corpus()
+    rng.shuffle(corpus)
+    found: list[float | None] = []
+    with daemon.client(timeout=60) as client:
+        pending_before = client.call(Status(id=client.next_id())).counts.get("pending_vectors", 0)
+        for i in range(runs):
+            token = f"tarsbacklog{i:03d}q{secrets.token_hex(5)}"
+            doc = corpus[i % len(corpus)]
+            rel = f"backlog-{i:03d}-{token}.md"
+            started = now()
+            (daemon.vault / rel).write_text(f"# {doc['title']}\n\n{doc['text']}\n\n{token}\n", encoding="utf-8")
+            hit_ms = None
+            while now() - started < args.poll_timeout:
+                reply = client.call(Search(id=client.next_id(), query=token, mode="fts", limit=5))
+                if any(hit.path == rel for hit in reply.results):
+                    hit_ms = (now() - started) * 1000
+                    break
+                time.sleep(POLL_SECONDS)
+            found.append(hit_ms)
+            log(f"backlog {i + 1}/{runs}: fts {fmt_ms(hit_ms)} ms")
+            time.sleep(0.2 + rng.random() * 0.3)
+        pending_after = client.call(Status(id=client.next_id())).counts.get("pending_vectors", 0)
+    print_table(
+        ["save -> searchable", "saves", "found", "p50 ms", "p99 ms", "max ms", "target", "met"],
+        [latency_row("keyword (fts), during the embedding backlog", found, [""] * len(found), KEYWORD_P50_MS)],
+        f"Save-to-searchable during a cold embedding backlog, {daemon.notes:,}-note vault: {pending_before:,} vectors pending at "
+        f"the first save, {pending_after:,} at the last; {cores()}; {load()}",
+    )
+    session.stop("local-backlog", args.notes)
 
 
 # ---- 2. tarsctl search against rg -il ----
@@ -1024,7 +1159,9 @@ def run_concurrent(session: Session) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("part", choices=("latency", "cli-vs-rg", "startup", "rss", "http", "concurrent", "all"))
+    parser.add_argument(
+        "part", choices=("latency", "search", "no-model", "backlog", "cli-vs-rg", "startup", "rss", "http", "concurrent", "all")
+    )
     parser.add_argument("--notes", type=int, default=10_000, help="notes in the keyword-only vault (default 10,000)")
     parser.add_argument("--model-notes", type=int, default=1_000, help="notes in the vault indexed with the local model (default 1,000)")
     parser.add_argument("--runs", type=int, help="latency: saves per embedder (default 50); cli-vs-rg, startup: timed runs (default 30)")
@@ -1064,6 +1201,12 @@ def main() -> None:
             if "local" in embedders and not everything:  # all: after rss, on the same model daemon
                 session.stop("none", args.notes)
                 run_latency(session, "local", latency_runs)
+        if args.part == "search" or everything:
+            run_search(session, timing_runs * 2)
+        if args.part == "no-model" or everything:
+            run_no_model(session, timing_runs * 2)
+        if args.part == "backlog":  # not in all: it embeds the whole --notes vault
+            run_backlog(session, latency_runs)
         if args.part == "cli-vs-rg" or everything:
             run_cli_vs_rg(session, timing_runs)
         if args.part == "startup" or everything:

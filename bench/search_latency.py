@@ -19,7 +19,8 @@ from common import Progress, build_vault, log, met, open_engine, percentile, pri
 
 MODES = ("fts", "vec", "hybrid")
 WARMUP = 5
-HYBRID_P50_MS = 30.0
+HYBRID_OVER_EMBEDDING_MS = 10.0  # hybrid p50 may cost the query's embedding plus this
+VEC_SEARCH_P50_MS = 3.0  # a vector search once the query's vector is known
 
 
 def timings_ms(fn, items) -> list[float]:
@@ -65,14 +66,26 @@ def main() -> None:
                 search("hybrid")(query)
             results = {mode: timings_ms(search(mode), queries) for mode in MODES}
             results["query embedding only"] = timings_ms(lambda q: engine.embedder.embed([q]), queries)
+
+            def cached_vec(query: str) -> None:
+                searcher.search(query, mode="vec", limit=10)
+
+            for query in queries:  # the query vectors into the cache: what is left is the search itself
+                cached_vec(query)
+            results["vec, query vector cached (the search alone)"] = timings_ms(cached_vec, queries)
         finally:
             engine.close()
 
+    embed_p50 = percentile(results["query embedding only"], 50)
+    targets = {
+        "hybrid": (embed_p50 + HYBRID_OVER_EMBEDDING_MS, f"p50 <= embedding + {HYBRID_OVER_EMBEDDING_MS:g} ms"),
+        "vec, query vector cached (the search alone)": (VEC_SEARCH_P50_MS, f"p50 <= {VEC_SEARCH_P50_MS:g} ms"),
+    }
     rows = []
     for name, times in results.items():
         p50, p99 = percentile(times, 50), percentile(times, 99)
-        target = [f"p50 <= {HYBRID_P50_MS:g} ms", met(p50 <= HYBRID_P50_MS)] if name == "hybrid" else ["", ""]
-        rows.append([name, len(times), f"{p50:.2f}", f"{p99:.2f}", *target])
+        limit, label = targets.get(name, (None, ""))
+        rows.append([name, len(times), f"{p50:.2f}", f"{p99:.2f}", label, "" if limit is None else met(p50 <= limit)])
     print_table(
         ["mode", "queries", "p50 ms", "p99 ms", "target", "met"],
         rows,

@@ -129,7 +129,7 @@ def atomic_update(
                     os.fchmod(handle.fileno(), st.st_mode & 0o777)
                 os.fsync(handle.fileno())
                 ours = os.fstat(handle.fileno())
-            placed = _put_in_place(temp, path, expected)
+            placed = _put_in_place(temp, path, expected, _stamp(ours))
             if placed is True:
                 if written is not None:
                     written(ours)
@@ -142,9 +142,9 @@ def atomic_update(
     raise OSError(f"{path} kept changing while tars tried to update it; try again")
 
 
-def _put_in_place(temp: str, path: Path, expected: tuple[int, int, int] | None):
-    """True when ``temp`` replaced the version ``expected``; otherwise the (text, stat) of
-    the version found in its place, which stays in place."""
+def _put_in_place(temp: str, path: Path, expected: tuple[int, int, int] | None, ours: tuple[int, int, int]):
+    """True when ``temp`` (whose stamp is ``ours``) replaced the version ``expected``; otherwise
+    the (text, stat) of the version found in its place, which stays in place."""
     global _exchange
     if expected is None:
         try:
@@ -175,6 +175,11 @@ def _put_in_place(temp: str, path: Path, expected: tuple[int, int, int] | None):
             # An editor saved in the microseconds between the check and the swap: its version
             # was swapped out. Swap it straight back, and start again from it.
             _exchange(temp, str(path))
+            _, back = read_version(Path(temp))
+            if _stamp(back) != ours:
+                # It saved once more before the swap back, over ours: that newer save came back
+                # to temp. Put it in place instead: the newest save wins, as it would without tars.
+                _exchange(temp, str(path))
             return read_version(path)
     os.replace(temp, path)
     return True
