@@ -39,7 +39,7 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search remember forget review index status ping stop completion doctor service config mcp http"
+    local commands="chat search links backlinks related remember forget review index status ping stop completion doctor service config mcp http"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
@@ -54,7 +54,10 @@ _tarsctl() {
         COMPREPLY=($(compgen -W "$commands --help --version --socket" -- "$cur"))
     elif [[ "$cur" == -* ]]; then
         case "${COMP_WORDS[1]}" in
-            search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks --json" -- "$cur")) ;;
+            search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks --tag --since --before --explain --json" -- "$cur")) ;;
+            links) COMPREPLY=($(compgen -W "--unresolved --json" -- "$cur")) ;;
+            backlinks) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
+            related) COMPREPLY=($(compgen -W "--limit --json" -- "$cur")) ;;
             index) COMPREPLY=($(compgen -W "--full --wait --json" -- "$cur")) ;;
             status) COMPREPLY=($(compgen -W "--json --files" -- "$cur")) ;;
             ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
@@ -62,6 +65,7 @@ _tarsctl() {
             remember) COMPREPLY=($(compgen -W "--procedural --section --replace --force" -- "$cur")) ;;
             forget) COMPREPLY=($(compgen -W "--procedural --yes --limit" -- "$cur")) ;;
             http) COMPREPLY=($(compgen -W "--rotate" -- "$cur")) ;;
+            doctor) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
         esac
     fi
 }
@@ -72,7 +76,8 @@ ZSH_COMPLETION = """\
 #compdef tarsctl
 _tarsctl() {
     local -a commands
-    commands=(chat:'chat with tars' search:'search the vault' remember:'save a fact' forget:'remove a fact' review:'review feedback'
+    commands=(chat:'chat with tars' search:'search the vault' links:'the links in a note' backlinks:'the notes linking to a note'
+              related:'the notes nearest in meaning' remember:'save a fact' forget:'remove a fact' review:'review feedback'
               index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
               config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)'
@@ -81,7 +86,11 @@ _tarsctl() {
     case $words[2] in
         search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
                   '*--type[memory type]:type:(semantic procedural episodic note)' '--path[path prefix]:prefix' \\
-                  '--all-chunks' '--json' '*:query' ;;
+                  '--all-chunks' '*--tag[tag]:tag' '--since[modified since]:when' '--before[modified before]:when' \\
+                  '--explain' '--json' '*:query' ;;
+        links) _arguments '--unresolved' '--json' '1:note:_files' ;;
+        backlinks) _arguments '--json' '1:note:_files' ;;
+        related) _arguments '--limit[notes]:n' '--json' '1:note:_files' ;;
         index) _arguments '--full' '--wait' '--json' '*:path:_files' ;;
         status) _arguments '--json' '--files' ;;
         ping) _arguments '--json' ;;

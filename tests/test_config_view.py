@@ -61,3 +61,30 @@ def test_a_broken_file_is_reported_not_a_traceback(tmp_path: Path):
     done = tarsctl(isolated_env(tmp_path, TARS_CONFIG=str(config)), "config", "show")
     assert done.returncode == 1
     assert done.stderr.startswith("tarsctl: invalid configuration") and "max_tool_rounds" in done.stderr
+
+
+def test_the_completion_scripts_know_every_command_and_option():
+    """The scripts are written by hand: this catches a command or option added without them."""
+    import argparse
+    import re
+
+    from tarsctl.cli import BASH_COMPLETION, ZSH_COMPLETION, _parser
+
+    def case(script: str, name: str) -> str:
+        found = re.search(rf"^\s+{name}\) (.*?);;", script, re.MULTILINE | re.DOTALL)
+        return found.group(1) if found else ""
+
+    [commands] = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    listed = re.search(r'local commands="([^"]*)"', BASH_COMPLETION).group(1).split()
+    missing = []
+    for name, sub in commands.choices.items():
+        if name not in listed or f"{name}:'" not in ZSH_COMPLETION:
+            missing.append(name)
+        options = [o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+        bash_options = case(BASH_COMPLETION.split('elif [[ "$cur" == -* ]]')[1], name)
+        for option in options:
+            if not re.search(rf"(?<![\w-]){option}(?![\w-])", bash_options) or not re.search(
+                rf"(?<![\w-]){option}(?![\w-])", case(ZSH_COMPLETION, name)
+            ):
+                missing.append(f"{name} {option}")
+    assert not missing, missing
