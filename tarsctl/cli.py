@@ -39,7 +39,8 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search links backlinks related remember forget review index status ping stop completion doctor service config mcp http"
+    local commands="chat search links backlinks related remember forget review index status ping stop
+        completion doctor service config mcp http"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
@@ -54,7 +55,8 @@ _tarsctl() {
         COMPREPLY=($(compgen -W "$commands --help --version --socket" -- "$cur"))
     elif [[ "$cur" == -* ]]; then
         case "${COMP_WORDS[1]}" in
-            search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks --tag --since --before --explain --json" -- "$cur")) ;;
+            search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks
+                --tag --since --before --explain --json" -- "$cur")) ;;
             links) COMPREPLY=($(compgen -W "--unresolved --json" -- "$cur")) ;;
             backlinks) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
             related) COMPREPLY=($(compgen -W "--limit --json" -- "$cur")) ;;
