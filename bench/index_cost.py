@@ -46,7 +46,7 @@ def model_child(vault: Path, db: Path, sample_size: int) -> None:
     """Runs in a fresh process: cold index with the local model, then the bare model's
     throughput on a sample of the same chunk texts. Prints one JSON line."""
     engine = open_engine(vault, db, "local")
-    load_seconds, ready = timed(engine.embedder.available)
+    load_seconds, ready = timed(engine.embedder.wait_ready, 600)
     if not ready:
         sys.exit(f"the local model is unavailable: {engine.embedder.error}")
     progress = Progress("model index")

@@ -13,6 +13,8 @@ import hashlib
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from .tags import parse_tags
 # Syncs with at least this many notes to chunk use worker processes.
 PARALLEL_MIN_NOTES = 400
 MAX_WORKERS = 3
+PARENT_CHECK_SECONDS = 1.0
 
 
 @dataclass(slots=True)
@@ -73,7 +76,10 @@ class Preparer:
         if notes >= PARALLEL_MIN_NOTES:
             # spawn, not fork: the daemon has threads, and a forked copy of their locks can hang.
             self._pool = ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=self.chunking
+                workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(*self.chunking, os.getpid()),
             )
 
     def submit(self, text: str, path: str) -> Future:
@@ -98,11 +104,21 @@ class Preparer:
 _worker_chunking: tuple[TokenCounter, int, float] | None = None
 
 
-def _start_worker(counter: TokenCounter, budget: int, overlap: float) -> None:
+def _start_worker(counter: TokenCounter, budget: int, overlap: float, parent: int) -> None:
     global _worker_chunking
     _worker_chunking = (counter, budget, overlap)
     # Ctrl-C in a terminal reaches the whole process group: only tarsd decides when to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A worker waits on a queue whose writing end it holds itself, so it never sees tarsd die:
+    # after a kill -9 it would wait forever. It leaves once its parent is gone (which may be
+    # before this line runs: hence the pid tarsd passed, not the one found now).
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(0)
 
 
 def _prepare_in_worker(text: str, path: str) -> PreparedNote:

@@ -40,6 +40,9 @@ SNIPPET_CHARS = 240
 VECTOR_TIMEOUT_SECONDS = 5.0
 # Passages taken from each list before fusing, whatever the limit (see search()).
 CANDIDATE_DEPTH = 300
+# Passages a keyword search may score: past this, the query's commonest words are left out of
+# the search (see affordable_phrases). About 30 ms of FTS5 work on this project's 2-core box.
+KEYWORD_POSTINGS_BUDGET = 20_000
 # The keyword hits whose coverage says how well keywords answer the query.
 QUERY_COVERAGE_TOP = 10
 
@@ -132,6 +135,31 @@ def fuse_tars(c: Candidate) -> float:
     relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
     keyword = relative * relative * c.coverage
     return alpha * keyword + (1 - alpha) * c.cosine + TITLE_BOOST * c.title_coverage + LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP)
+
+
+def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
+    """Each query phrase's share of the query, by IDF: holding "all the rare words of the
+    question" is 1.0 however long or short the vault."""
+    weights = [math.log(1 + (total - frequency + 0.5) / (frequency + 0.5)) for frequency in frequencies]
+    whole = sum(weights) or 1.0
+    return [w / whole for w in weights]
+
+
+def affordable_phrases(frequencies: list[int]) -> list[int]:
+    """The phrases (indices, in query order) the keyword search looks for: all of them, unless
+    together they appear in more than KEYWORD_POSTINGS_BUDGET passages; then the rarest that fit
+    (at least one). FTS5 scores every passage holding any of an OR's words, so in a big vault a
+    question's common words ("methods", "lack") cost hundreds of milliseconds while moving
+    almost nothing: their IDF is near zero (bench/scale_bench.py)."""
+    if sum(frequencies) <= KEYWORD_POSTINGS_BUDGET:
+        return list(range(len(frequencies)))
+    kept, used = [], 0
+    for i in sorted(range(len(frequencies)), key=lambda i: frequencies[i]):
+        if kept and used + frequencies[i] > KEYWORD_POSTINGS_BUDGET:
+            break
+        kept.append(i)
+        used += frequencies[i]
+    return sorted(kept)
 
 
 def keyword_value(c: Candidate) -> float:
@@ -301,7 +329,12 @@ class Searcher:
         parts = query_parts(query)
         # The two searches run side by side: SQLite and onnxruntime release the GIL.
         vec_future = self._pool.submit(self._vec_search, query, depth, where) if "vec" in lists else None
-        fts_hits = self.store.fts_search(" OR ".join(parts), depth, where) if parts and "fts" in lists else []
+        fts_hits = []
+        if parts and "fts" in lists:
+            total, frequencies = self._phrase_frequencies(parts)
+            kept = affordable_phrases(frequencies)
+            parts, frequencies = [parts[i] for i in kept], [frequencies[i] for i in kept]
+            fts_hits = self.store.fts_search(" OR ".join(parts), depth, where)
         vec_hits: list[tuple[int, float]] = []
         query_vector: bytes | None = None
         vector_error = None
@@ -323,7 +356,7 @@ class Searcher:
                 found[key] = Candidate(chunk=chunk, path=owner[1])
             return found[key]
 
-        weights = self._phrase_weights(parts) if fts_hits else []
+        weights = phrase_weights(total, frequencies) if fts_hits else []
         keyword_rank = 0
         for chunk, bm25, matched, in_title in fts_hits:
             c = candidate(chunk)
@@ -356,17 +389,11 @@ class Searcher:
                 c.query_coverage = best
         return list(found.values()), vector_error
 
-    def _phrase_weights(self, parts: list[str]) -> list[float]:
-        """Each query phrase's share of the query, by IDF: holding "all the rare words of the
-        question" is 1.0 however long or short the vault."""
+    def _phrase_frequencies(self, parts: list[str]) -> tuple[int, list[int]]:
+        """(passages in the index, passages that may hold each phrase: its rarest word's count)."""
         tokens = [self.store.keyword_tokens(part) for part in parts]
         total, frequencies = self.store.passage_frequencies(sorted({t for ts in tokens for t in ts}))
-        weights = []
-        for phrase_tokens in tokens:
-            frequency = min((frequencies.get(t, 0) for t in phrase_tokens), default=0)
-            weights.append(math.log(1 + (total - frequency + 0.5) / (frequency + 0.5)))
-        whole = sum(weights) or 1.0
-        return [w / whole for w in weights]
+        return total, [min((frequencies.get(t, 0) for t in phrase_tokens), default=0) for phrase_tokens in tokens]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -905,7 +905,7 @@ class Store:
     def passage_frequencies(self, tokens: list[str]) -> tuple[int, dict[str, int]]:
         """(passages in the index, passages holding each token): what IDF is made of."""
         reader = self.reader()
-        total = reader.execute("SELECT count(*) FROM chunks").fetchall()[0][0]
+        total = self.coverage_counts()["chunks"]  # counted again only after a commit
         if not tokens:
             return total, {}
         marks = ",".join("?" * len(tokens))

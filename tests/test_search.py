@@ -188,3 +188,14 @@ def test_empty_index_missing_database_and_empty_query(make_engine, tmp_path):
 
 def test_bands():
     assert [band(s) for s in (1.0, 0.75, 0.74, 0.5, 0.3, 0.1, 0.0)] == ["relevant", "relevant", "kinda", "kinda", "maybe", "not", "not"]
+
+
+def test_a_big_vaults_commonest_words_are_left_out_of_the_keyword_search():
+    from tarsd.search import KEYWORD_POSTINGS_BUDGET, affordable_phrases
+
+    assert affordable_phrases([5, 900, 40]) == [0, 1, 2]  # within the budget: every word is searched
+    common = KEYWORD_POSTINGS_BUDGET
+    # Past it: the rarest words that fit, in the query's order; the commonest go.
+    assert affordable_phrases([common, 38, 4_440, common // 2, 15_581]) == [1, 2, 3]
+    assert affordable_phrases([common * 3, common * 2]) == [1]  # always the rarest one, even alone over the budget
+    assert affordable_phrases([]) == []
