@@ -31,7 +31,8 @@ from common import (
 )
 
 MODES = ("fts", "vec", "hybrid")
-TARGETS = {"fts": 0.66, "vec": 0.62, "hybrid": 0.70}
+# The last round's figures for the single modes (no change may cost quality), 0.73 for hybrid.
+TARGETS = {"fts": 0.679, "vec": 0.670, "hybrid": 0.73}
 
 
 def select_docs(corpus: list[dict], needed: set[str], limit: int) -> list[dict]:
@@ -89,7 +90,7 @@ def main() -> None:
     rows = []
     for mode in MODES:
         mode_ndcg, mode_recall = scores[mode]
-        target, ok = f">= {TARGETS[mode]:.2f}", mode_ndcg >= TARGETS[mode]
+        target, ok = f">= {TARGETS[mode]:.3f}", mode_ndcg >= TARGETS[mode]
         if mode == "hybrid":
             target += " and > fts, vec"
             ok = ok and mode_ndcg > max(scores["fts"][0], scores["vec"][0])
