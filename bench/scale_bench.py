@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from common import build_vault, log, met, open_engine, percentile, print_table, scifact_queries
-from daemon_bench import Daemon, load
+from daemon_bench import Daemon, idle_rss, load
 
 from tarsctl.protocol import Search
 from tarsd.indexer import EMBED_ROUND
@@ -34,6 +34,7 @@ COLD_NOTES_PER_SECOND = 2000.0
 NOOP_SECONDS = 3.0
 IDLE_RSS_MB = 400.0
 NOOP_RUNS = 3
+IDLE_SETTLE_SECONDS = 5.0  # the first reconcile's garbage settles before the idle figure
 
 
 def main() -> None:
@@ -78,11 +79,7 @@ def main() -> None:
         try:
             daemon.start(deadline_seconds=300)
             daemon.wait_ready(notes, need_vectors=False, deadline_seconds=600)
-            samples = []
-            for _ in range(5):  # idle: the first reconcile's garbage settled
-                time.sleep(2.0)
-                samples.append(daemon.memory()["VmRSS"])
-            rss = max(samples)
+            rss, _ = idle_rss(daemon, need_vectors=False, settle=IDLE_SETTLE_SECONDS)
         finally:
             daemon.cleanup()
 
@@ -141,11 +138,7 @@ def vector_side(vault: Path, tmp: Path, real: int, queries: int) -> list[list[ob
     try:
         daemon.start(deadline_seconds=300)
         daemon.wait_ready(counts["files"], need_vectors=True, deadline_seconds=900)
-        samples = []
-        for _ in range(5):
-            time.sleep(2.0)
-            samples.append(daemon.memory()["VmRSS"])
-        rss = max(samples)
+        rss, _ = idle_rss(daemon, need_vectors=True, settle=IDLE_SETTLE_SECONDS)
         with daemon.client(timeout=300) as client:  # the matrix is read on the first vector search
             for text in texts[:10]:
                 client.call(Search(id=client.next_id(), query=text, mode="hybrid", limit=10))

@@ -22,6 +22,22 @@ from tarsctl.protocol import Search, Status
 DEADLINE_SECONDS = 60.0
 
 
+def child_pids(parent: int, marker: str) -> list[int]:
+    """Pids of ``parent``'s child processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and marker in cmdline:
+            found.append(int(entry))
+    return found
+
+
 def wait_for(predicate: Callable[[], object], what: str, deadline: float = DEADLINE_SECONDS, interval: float = 0.05):
     """Poll until predicate() is truthy; fail with `what` after the deadline. Never a fixed sleep."""
     end = time.monotonic() + deadline

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DENDRON, write
-from daemon_harness import notify_listener, silent_server, wait_for
+from daemon_harness import child_pids, notify_listener, silent_server, wait_for
 from tarsctl.protocol import Search, SearchResults
 
 PROMPT_SECONDS = 2.0  # "promptly": an answer that does not wait for the model
@@ -265,20 +265,6 @@ def test_sigterm_during_a_reconcile_with_huge_notes(start_daemon, vault):
     assert sorted(daemon.search("word399999")) == ["huge/0.md", "huge/1.md", "huge/2.md"]
 
 
-def _chunking_workers(pid: int) -> list[int]:
-    """The worker processes a sync started (multiprocessing's spawned children of ``pid``)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == pid and b"multiprocessing" in command:
-            found.append(int(entry.name))
-    return found
-
-
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's exit is reaped by init, which may take its time)."""
     try:
@@ -291,7 +277,7 @@ def test_kill_9_during_a_long_sync_leaves_no_worker_behind(start_daemon, vault):
     for i in range(6000):
         write(vault, f"bulk/n{i}.md", f"# Note {i}\n\nbulk text {i} " + "filler words " * 40 + "\n")
     daemon = start_daemon(wait=False)
-    workers = wait_for(lambda: _chunking_workers(daemon.process.pid), "the sync's worker processes", interval=0.01)
+    workers = wait_for(lambda: child_pids(daemon.process.pid, "multiprocessing"), "the sync's worker processes", interval=0.01)
     daemon.process.kill()
     daemon.process.wait(timeout=30)
     wait_for(lambda: not any(_running(pid) for pid in workers), "the orphaned workers to exit", deadline=10)

@@ -18,7 +18,7 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 
 from conftest import write
-from daemon_harness import TarsDaemon, wait_for
+from daemon_harness import TarsDaemon, child_pids, wait_for
 from tarsd.provenance import new_stamp
 
 CLIENT = types.Implementation(name="test-client", version="1.0")
@@ -368,22 +368,6 @@ def test_daemon_down_then_started_then_restarted(vault, tmp_path, model_dir):
     no_crash(log)
 
 
-def _children(marker: str) -> list[int]:
-    """Pids of this test's child processes whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and marker in cmdline:
-            found.append(int(entry))
-    return found
-
-
 def _rss_mb(pid: int) -> float:
     match = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
     return int(match.group(1)) / 1024
@@ -399,7 +383,7 @@ def test_two_clients_share_the_daemon_and_its_one_model(start_daemon, filled_vau
 
     async def scenario():
         async with mcp_session(daemon.env, logs[0]) as first, mcp_session(daemon.env, logs[1]) as second:
-            bridges = _children("tarsctl.cli mcp")
+            bridges = child_pids(os.getpid(), "tarsctl.cli mcp")
             assert len(bridges) == 2
             for query in queries:
                 one, two = await first.call_tool("search", {"query": query}), await second.call_tool("search", {"query": query})
