@@ -1,7 +1,7 @@
 """Atomic updates of files the user edits too (memory files, feedback, session logs).
 
 An update re-reads the file, applies the change, writes a temp file beside it (fsynced) and
-puts it in place in one step, if the file is still the version the change was made from;
+puts it in place in one step, if the file still holds the version (the same bytes) the change was made from;
 otherwise the change is made again on the new version. A check followed by a rename leaves
 a gap of microseconds in which an editor's save is overwritten unseen. Where the system can
 (Linux renameat2 RENAME_EXCHANGE, macOS renamex_np RENAME_SWAP) the temp file is therefore
@@ -39,23 +39,26 @@ def read_text(path: Path) -> str:
 
 def read_version(path: Path) -> tuple[str, os.stat_result | None]:
     """The text of a file and the stat of that very version (one open file): ("", None) if missing."""
+    raw, st = _read_raw(path)
+    return _decode(raw), st
+
+
+def _read_raw(path: Path | str) -> tuple[bytes | None, os.stat_result | None]:
     try:
         with open(path, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            return handle.read().decode("utf-8", errors="replace"), st
+            return handle.read(), os.fstat(handle.fileno())
     except FileNotFoundError:
-        return "", None
+        return None, None
 
 
-def _stamp(st: os.stat_result | None) -> tuple[int, int, int] | None:
-    return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
+def _decode(raw: bytes | None) -> str:
+    return "" if raw is None else raw.decode("utf-8", errors="replace")
 
 
 def _exchange_function() -> Callable[[str, str], None] | None:
     """Atomically swap two paths, where the C library offers it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
+    libc = _libc
+    if libc is None:
         return None
     if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
         call = libc.renameat2
@@ -82,6 +85,37 @@ def _exchange_function() -> Callable[[str, str], None] | None:
     return None
 
 
+def _open_libc() -> ctypes.PyDLL | None:
+    # PyDLL, not CDLL: its calls keep the GIL. From the swap to its check (and the swap back),
+    # no other thread of tarsd runs, so the version swapped in is exposed for microseconds,
+    # not for a thread switch (5 ms): an editor reading the file then would save without
+    # its own last change.
+    try:
+        libc = ctypes.PyDLL(None, use_errno=True)
+    except OSError:
+        return None
+    libc.open.argtypes, libc.open.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+    libc.read.argtypes, libc.read.restype = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t], ctypes.c_ssize_t
+    libc.close.argtypes, libc.close.restype = [ctypes.c_int], ctypes.c_int
+    return libc
+
+
+def _read_holding_gil(path: str) -> bytes | None:
+    """A file's bytes, read without letting another thread run (None: it cannot be opened)."""
+    assert _libc is not None
+    fd = _libc.open(os.fsencode(path), os.O_RDONLY | os.O_CLOEXEC)
+    if fd < 0:
+        return None
+    try:
+        buffer, chunks = ctypes.create_string_buffer(1 << 16), []
+        while (count := _libc.read(fd, buffer, len(buffer))) > 0:
+            chunks.append(buffer.raw[:count])
+        return b"".join(chunks)
+    finally:
+        _libc.close(fd)
+
+
+_libc = _open_libc()
 _exchange = _exchange_function()
 # Filesystems that refused the swap (some network and FUSE mounts): plain renames there.
 _NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EPERM}
@@ -108,8 +142,10 @@ def atomic_update(
     If the file changed on disk meanwhile, both are applied again to the new version.
     ``written`` gets the stat of the version written. Returns the text written, or None."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text, st = read_version(path)
-    expected = _stamp(st)  # what should be at `path` when ours goes in
+    # A version is known by its bytes, not its stat: on a coarse clock an editor's save can
+    # come back with the inode, mtime and size of the version it replaced.
+    expected, st = _read_raw(path)  # what should be at `path` when ours goes in; None: no file
+    text = _decode(expected)
     for attempt in range(attempts):
         if attempt >= 2:
             time.sleep(random.uniform(0.0, 0.002 * min(attempt, 5)))
@@ -129,57 +165,53 @@ def atomic_update(
                     os.fchmod(handle.fileno(), st.st_mode & 0o777)
                 os.fsync(handle.fileno())
                 ours = os.fstat(handle.fileno())
-            placed = _put_in_place(temp, path, expected, _stamp(ours))
+            placed = _put_in_place(temp, path, expected, new.encode("utf-8"))
             if placed is True:
                 if written is not None:
                     written(ours)
                 return new
-            text, st = placed  # someone else's version is there: start again from it
-            expected = _stamp(st)
+            expected, st = placed  # someone else's version is there: start again from it
+            text = _decode(expected)
         finally:
             if os.path.exists(temp):
                 os.unlink(temp)
     raise OSError(f"{path} kept changing while tars tried to update it; try again")
 
 
-def _put_in_place(temp: str, path: Path, expected: tuple[int, int, int] | None, ours: tuple[int, int, int]):
-    """True when ``temp`` (whose stamp is ``ours``) replaced the version ``expected``; otherwise
-    the (text, stat) of the version found in its place, which stays in place."""
+def _put_in_place(temp: str, path: Path, expected: bytes | None, ours: bytes):
+    """True when ``temp`` (holding ``ours``) replaced the version ``expected`` (None: no file);
+    otherwise the (bytes, stat) of the version found in its place, which stays in place."""
     global _exchange
     if expected is None:
         try:
             os.link(temp, path)  # create, never overwrite one made meanwhile
             return True
         except FileExistsError:
-            return read_version(path)
+            return _read_raw(path)
     # Saved meanwhile (most collisions, during our write and fsync): nothing is swapped.
-    try:
-        if _stamp(os.stat(path)) != expected:
-            return read_version(path)
-    except FileNotFoundError:
-        return "", None
+    current = _read_holding_gil(str(path)) if _exchange is not None else _read_raw(path)[0]
+    if current != expected:
+        return _read_raw(path)
     if _exchange is not None:
         try:
             _exchange(temp, str(path))
         except OSError as exc:
             if exc.errno == errno.ENOENT:  # deleted meanwhile: create it again
-                return "", None
+                return None, None
             if exc.errno not in _NO_EXCHANGE:
                 raise
             log.info("atomic swap not supported for %s (%s): using a rename", path, exc.strerror)
             _exchange = None
         else:
-            _, st = read_version(Path(temp))
-            if _stamp(st) == expected:
+            if _read_holding_gil(temp) == expected:
                 return True
             # An editor saved in the microseconds between the check and the swap: its version
             # was swapped out. Swap it straight back, and start again from it.
             _exchange(temp, str(path))
-            _, back = read_version(Path(temp))
-            if _stamp(back) != ours:
+            if _read_holding_gil(temp) != ours:
                 # It saved once more before the swap back, over ours: that newer save came back
                 # to temp. Put it in place instead: the newest save wins, as it would without tars.
                 _exchange(temp, str(path))
-            return read_version(path)
+            return _read_raw(path)
     os.replace(temp, path)
     return True
