@@ -7,7 +7,8 @@ a gap of microseconds in which an editor's save is overwritten unseen. Where the
 (Linux renameat2 RENAME_EXCHANGE, macOS renamex_np RENAME_SWAP) the temp file is therefore
 *swapped* with the original, and the version swapped out is checked: if an editor's save
 landed in the gap, it is swapped straight back and the change made again on it, so nothing
-of it is lost.
+of it is lost. For those microseconds our version stood at the path: the caller is told
+(``displaced``), and the memory write guard watches that save's lines (tarsd/memory_guard.py).
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal, NamedTuple
 
 log = logging.getLogger(__name__)
 
 Repair = Callable[[str, os.stat_result | None], str]  # (text of a version, its stat) -> text
 Written = Callable[[os.stat_result], None]  # the stat of the version written
+# (the version a change was made from, an editor's save swapped out for a moment, the version
+# that stood in its place meanwhile): see atomic_update
+Displaced = Callable[[str, str, str], None]
 
 
 def read_text(path: Path) -> str:
@@ -133,6 +138,7 @@ def atomic_update(
     *,
     repair: Repair | None = None,
     written: Written | None = None,
+    displaced: Displaced | None = None,
 ) -> str | None:
     """Apply ``change`` to the file's current text and put the result in place atomically.
 
@@ -140,7 +146,10 @@ def atomic_update(
     (the write guard puts back lines a write race lost); ``change`` then makes the caller's
     change, or returns None for none. Nothing is written when neither changed anything.
     If the file changed on disk meanwhile, both are applied again to the new version.
-    ``written`` gets the stat of the version written. Returns the text written, or None."""
+    ``written`` gets the stat of the version written. ``displaced`` is told when an editor's
+    save landed between the check and the swap and was swapped back: for those microseconds
+    our version stood at the path, and an editor that read it then may save a copy without
+    its own last change (the write guard watches for that). Returns the text written, or None."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # A version is known by its bytes, not its stat: on a coarse clock an editor's save can
     # come back with the inode, mtime and size of the version it replaced.
@@ -170,7 +179,9 @@ def atomic_update(
                 if written is not None:
                     written(ours)
                 return new
-            expected, st = placed  # someone else's version is there: start again from it
+            if placed.displaced is not None and displaced is not None:
+                displaced(_decode(expected), _decode(placed.displaced), new)
+            expected, st = placed.raw, placed.st  # someone else's version is there: start again from it
             text = _decode(expected)
         finally:
             if os.path.exists(temp):
@@ -178,32 +189,45 @@ def atomic_update(
     raise OSError(f"{path} kept changing while tars tried to update it; try again")
 
 
-def _put_in_place(temp: str, path: Path, expected: bytes | None, ours: bytes):
+class _Found(NamedTuple):
+    """Another version than the one expected, found at the path (and left there)."""
+
+    raw: bytes | None  # its bytes; None: no file
+    st: os.stat_result | None
+    displaced: bytes | None = None  # an editor's save that our swap put aside for a moment
+
+
+def _found(path: Path, displaced: bytes | None = None) -> _Found:
+    return _Found(*_read_raw(path), displaced)
+
+
+def _put_in_place(temp: str, path: Path, expected: bytes | None, ours: bytes) -> _Found | Literal[True]:
     """True when ``temp`` (holding ``ours``) replaced the version ``expected`` (None: no file);
-    otherwise the (bytes, stat) of the version found in its place, which stays in place."""
+    otherwise the version found in its place, which stays in place."""
     global _exchange
     if expected is None:
         try:
             os.link(temp, path)  # create, never overwrite one made meanwhile
             return True
         except FileExistsError:
-            return _read_raw(path)
+            return _found(path)
     # Saved meanwhile (most collisions, during our write and fsync): nothing is swapped.
     current = _read_holding_gil(str(path)) if _exchange is not None else _read_raw(path)[0]
     if current != expected:
-        return _read_raw(path)
+        return _found(path)
     if _exchange is not None:
         try:
             _exchange(temp, str(path))
         except OSError as exc:
             if exc.errno == errno.ENOENT:  # deleted meanwhile: create it again
-                return None, None
+                return _Found(None, None)
             if exc.errno not in _NO_EXCHANGE:
                 raise
             log.info("atomic swap not supported for %s (%s): using a rename", path, exc.strerror)
             _exchange = None
         else:
-            if _read_holding_gil(temp) == expected:
+            theirs = _read_holding_gil(temp)
+            if theirs == expected:
                 return True
             # An editor saved in the microseconds between the check and the swap: its version
             # was swapped out. Swap it straight back, and start again from it.
@@ -212,6 +236,6 @@ def _put_in_place(temp: str, path: Path, expected: bytes | None, ours: bytes):
                 # It saved once more before the swap back, over ours: that newer save came back
                 # to temp. Put it in place instead: the newest save wins, as it would without tars.
                 _exchange(temp, str(path))
-            return _read_raw(path)
+            return _found(path, displaced=theirs)
     os.replace(temp, path)
     return True

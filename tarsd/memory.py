@@ -155,6 +155,13 @@ def insert_under(text: str, section: str, line: str) -> str:
     """Add ``line`` at the end of the named section (any heading level), creating the
     section at the end of the file if there is none."""
     lines = split_lines(text)
+    if not section:  # the lines before the first heading (a line of the user's put back)
+        first = next((i for i, current in enumerate(lines) if _HEADING.match(current)), len(lines))
+        last = first
+        while last > 0 and not lines[last - 1].strip():
+            last -= 1
+        lines.insert(last, line)
+        return join_lines(lines, text)
     wanted = section.lower()
     start = next((i for i, current in enumerate(lines) if (m := _HEADING.match(current)) and m.group(2).lower() == wanted), None)
     if start is None:
@@ -392,6 +399,7 @@ class MemoryFiles:
             change,
             repair=lambda text, st: self.guard.repair(target, text, st),
             written=lambda st: self.guard.wrote(target, st, added or [], removed or []),
+            displaced=lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
         )
 
     def verify(self, target: Path) -> None:
@@ -405,6 +413,7 @@ class MemoryFiles:
                 lambda text: None,
                 repair=lambda text, st: self.guard.repair(target, text, st),
                 written=lambda st: self.guard.wrote(target, st, [], []),
+                displaced=lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
             )
             repaired = self.guard.restored + self.guard.removed_again != before
         if repaired and self.on_repair is not None:

@@ -19,6 +19,14 @@ lock an editor out, so it checks afterwards, with this rule:
 
 The put-back is itself an atomic re-read-then-swap update, so the editor's own change in the
 stale copy is kept too.
+
+The same rule protects an editor's change from tars. When an editor's save lands in the
+microseconds between tars's check and its swap, tars swaps it straight back (tarsd/atomic.py),
+but for that moment tars's version stood at the path; an editor that read the file then would
+next save a copy without the change it had just saved. So after such a swap-back, the lines
+that save added (and removed) are watched like tars's own for the window: gone again within
+it, they are put back (removed again). Deleting, by hand within the window, a line saved just
+before such a collision is therefore undone once; deleting it again after the window sticks.
 """
 
 from __future__ import annotations
@@ -91,6 +99,32 @@ class WriteGuard:
         if entries:
             for delay in CHECKS_AFTER_WRITE:
                 self._schedule(path, delay)
+
+    def displaced(self, path: Path, before: str, theirs: str, ours: str) -> None:
+        """An editor's save (``theirs``, made from ``before``) was swapped out for a moment while
+        ``ours`` stood at the path: watch the change it made that ``ours`` lacks."""
+        from .memory import memory_lines  # the memory module imports this one
+
+        now = time.time()
+        before_keys = {key(line.raw) for line in memory_lines(before)}
+        their_lines = memory_lines(theirs)
+        their_keys = {key(line.raw) for line in their_lines}
+        our_lines = memory_lines(ours)
+        our_keys = {key(line.raw) for line in our_lines}
+        entries = self._entries.setdefault(path, [])
+        # A line already watched keeps its rule: the editor's save may itself be a stale copy
+        # that lost a line tars wrote, or brought back one tars removed.
+        watched = {entry.key for entry in entries}
+        added = [line for line in their_lines if key(line.raw) not in our_keys | watched]
+        removed = [line for line in our_lines if key(line.raw) in before_keys - their_keys - watched]
+        entries.extend(_Written(line.raw, key(line.raw), line.section, now) for line in added)
+        entries.extend(_Written(line.raw, key(line.raw), "", now, removed=True) for line in removed)
+        log.info(
+            "%s: an editor saved while tars swapped its version in; watching the %d line(s) it added and %d it removed",
+            path.name,
+            len(added),
+            len(removed),
+        )
 
     def watching(self, path: Path) -> bool:
         self._expire(path)

@@ -133,6 +133,69 @@ def test_the_swap_keeps_an_editor_save_made_between_the_read_and_the_write(vault
     assert not list(vault.glob(".*tars-tmp"))
 
 
+def save_during_the_swap(monkeypatch, path: Path, text: str) -> list[str]:
+    """An editor save landing between tars's check and its swap (the microseconds no test can
+    hit by timing): the real swap, with the save made just before its first call. Returns the
+    texts that stood at the path right after each swap."""
+    real, seen = atomic._exchange, []
+    assert real is not None, "Linux and macOS both have an atomic swap"
+
+    def exchange(a: str, b: str) -> None:
+        if not seen:
+            editor_save(path, text)
+        real(a, b)
+        seen.append(path.read_text())
+
+    monkeypatch.setattr(atomic, "_exchange", exchange)
+    return seen
+
+
+def test_an_editor_save_swapped_out_for_a_moment_is_swapped_back_and_reported(monkeypatch, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    theirs = "# Core\n- Name: Sam\n- Town: Dublin\n"
+    seen = save_during_the_swap(monkeypatch, path, theirs)
+    reported = []
+    atomic.atomic_update(path, lambda text: text + "- Cat: Luna\n", displaced=lambda *versions: reported.append(versions))
+    assert seen[:2] == ["# Core\n- Name: Sam\n- Cat: Luna\n", theirs]  # ours stood there, then theirs came back
+    assert reported == [("# Core\n- Name: Sam\n", theirs, "# Core\n- Name: Sam\n- Cat: Luna\n")]
+    assert path.read_text() == "# Core\n- Name: Sam\n- Town: Dublin\n- Cat: Luna\n"
+
+
+def test_an_editor_line_lost_by_saving_the_version_tars_swapped_in_is_restored(monkeypatch, memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    save_during_the_swap(monkeypatch, path, "# Core\n- Name: Sam\n- Town: Dublin\n")
+    memory.remember("Cat: Luna", section="Core")
+    # The editor read the file while tars's version stood there for a moment: its next save
+    # lacks its own last line.
+    editor_save(path, f"# Core\n- Name: Sam\n- Cat: Luna {STAMP}\n- Dog: Perry\n")
+    memory.verify(path)
+    assert path.read_text() == f"# Core\n- Name: Sam\n- Cat: Luna {STAMP}\n- Dog: Perry\n- Town: Dublin\n"
+    assert memory.guard.restored == 1
+    # Deleted by hand after the window: the user's choice, left alone.
+    editor_save(path, f"# Core\n- Name: Sam\n- Cat: Luna {STAMP}\n", mtime=time.time() + WINDOW_SECONDS + 5)
+    memory.verify(path)
+    assert "Town: Dublin" not in path.read_text()
+
+
+def test_a_line_the_editor_removed_is_not_brought_back_by_the_version_tars_swapped_in(monkeypatch, memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n- Town: Cork\n")
+    save_during_the_swap(monkeypatch, path, "# Core\n- Name: Sam\n")  # the user deleted the town
+    memory.remember("Cat: Luna", section="Core")
+    editor_save(path, f"# Core\n- Name: Sam\n- Town: Cork\n- Cat: Luna {STAMP}\n- Dog: Perry\n")
+    memory.verify(path)
+    assert path.read_text() == f"# Core\n- Name: Sam\n- Cat: Luna {STAMP}\n- Dog: Perry\n"
+    assert memory.guard.removed_again == 1
+
+
+def test_a_line_before_the_first_heading_goes_back_there(monkeypatch, memory, vault):
+    path = write(vault, "Memory.md", "Intro line\n\n# Core\n- Name: Sam\n")
+    save_during_the_swap(monkeypatch, path, "Intro line\nA second intro line\n\n# Core\n- Name: Sam\n")
+    memory.remember("Cat: Luna", section="Core")
+    editor_save(path, f"Intro line\n\n# Core\n- Name: Sam\n- Cat: Luna {STAMP}\n")
+    memory.verify(path)
+    assert path.read_text() == f"Intro line\nA second intro line\n\n# Core\n- Name: Sam\n- Cat: Luna {STAMP}\n"
+
+
 def test_a_line_lost_to_a_stale_editor_save_is_restored(memory, vault):
     path = write(vault, "Memory.md", "# Core\n- Name: Sam\n\n# Pets\n- Dog: Perry\n")
     stale = path.read_text()  # the editor read the file...
