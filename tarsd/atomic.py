@@ -126,6 +126,36 @@ _exchange = _exchange_function()
 _NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EPERM}
 
 
+# Obsidian (like Node's fs.writeFile) saves in place: it truncates the file, then writes it.
+# A read in between sees an empty or half-written file; made the base of a change and swapped
+# in, it would take the user's whole file away while the editor's write went to the inode
+# swapped out. So a version someone else changed in the last HOT_SECONDS is taken only once
+# two reads SETTLE_SECONDS apart agree (EMPTY_SETTLE_SECONDS for an empty one), for at most
+# SETTLE_LIMIT_SECONDS; a version tars wrote itself, or an older one, is taken at once.
+HOT_SECONDS = 2.0
+SETTLE_SECONDS = 0.03
+EMPTY_SETTLE_SECONDS = 0.5
+SETTLE_LIMIT_SECONDS = 3.0
+_written_by_tars: dict[str, tuple[int, int, int]] = {}  # path -> (inode, mtime_ns, size) of tars's last write
+
+
+def _settled(path: Path, raw: bytes | None, st: os.stat_result | None) -> tuple[bytes | None, os.stat_result | None]:
+    deadline = time.monotonic() + SETTLE_LIMIT_SECONDS
+    while raw is not None and st is not None and _changed_lately_by_someone_else(path, st) and time.monotonic() < deadline:
+        time.sleep(SETTLE_SECONDS if raw else EMPTY_SETTLE_SECONDS)
+        again, st = _read_raw(path)
+        if again == raw:
+            break
+        raw = again
+    return raw, st
+
+
+def _changed_lately_by_someone_else(path: Path, st: os.stat_result) -> bool:
+    if _written_by_tars.get(str(path)) == (st.st_ino, st.st_mtime_ns, st.st_size):
+        return False
+    return time.time() - st.st_mtime < HOT_SECONDS
+
+
 # An editor saving every few milliseconds can beat a write a few times in a row (each takes an
 # fsync, ~4 ms here); after the first collisions a short random pause breaks the rhythm.
 ATTEMPTS = 40
@@ -153,7 +183,7 @@ def atomic_update(
     path.parent.mkdir(parents=True, exist_ok=True)
     # A version is known by its bytes, not its stat: on a coarse clock an editor's save can
     # come back with the inode, mtime and size of the version it replaced.
-    expected, st = _read_raw(path)  # what should be at `path` when ours goes in; None: no file
+    expected, st = _settled(path, *_read_raw(path))  # what should be at `path` when ours goes in; None: no file
     text = _decode(expected)
     for attempt in range(attempts):
         if attempt >= 2:
@@ -176,12 +206,13 @@ def atomic_update(
                 ours = os.fstat(handle.fileno())
             placed = _put_in_place(temp, path, expected, new.encode("utf-8"))
             if placed is True:
+                _written_by_tars[str(path)] = (ours.st_ino, ours.st_mtime_ns, ours.st_size)
                 if written is not None:
                     written(ours)
                 return new
             if placed.displaced is not None and displaced is not None:
                 displaced(_decode(expected), _decode(placed.displaced), new)
-            expected, st = placed.raw, placed.st  # someone else's version is there: start again from it
+            expected, st = _settled(path, placed.raw, placed.st)  # someone else's version is there: start again from it
             text = _decode(expected)
         finally:
             if os.path.exists(temp):

@@ -107,7 +107,8 @@ class WriteGuard:
 
         now = time.time()
         before_keys = {key(line.raw) for line in memory_lines(before)}
-        their_lines = memory_lines(theirs)
+        # Only whole lines: an editor saving in place may have been half-way through its write.
+        their_lines = memory_lines(theirs[: theirs.rfind("\n") + 1])
         their_keys = {key(line.raw) for line in their_lines}
         our_lines = memory_lines(ours)
         our_keys = {key(line.raw) for line in our_lines}

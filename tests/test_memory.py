@@ -4,6 +4,7 @@ write guard, on real files (no daemon: the daemon tests drive the same code over
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -131,6 +132,23 @@ def test_the_swap_keeps_an_editor_save_made_between_the_read_and_the_write(vault
     assert path.read_text() == "# Core\n- Name: Sam\n- Town: Dublin\n- Cat: Luna\n"
     assert calls[1] == "# Core\n- Name: Sam\n- Town: Dublin\n"  # made again on the editor's version
     assert not list(vault.glob(".*tars-tmp"))
+
+
+def test_a_file_an_editor_is_saving_in_place_is_not_taken_half_written(vault):
+    path = write(vault, "Memory.md", "")
+    saved = "# Core\n- Name: Sam\n- Town: Dublin\n"
+    handle = open(path, "w", encoding="utf-8")  # truncated: the editor's write is still to come
+
+    def finish_the_save() -> None:
+        time.sleep(0.1)
+        handle.write(saved)
+        handle.close()
+
+    editor = threading.Thread(target=finish_the_save)
+    editor.start()
+    atomic.atomic_update(path, lambda text: text + "- Cat: Luna\n")
+    editor.join()
+    assert path.read_text() == saved + "- Cat: Luna\n"
 
 
 def save_during_the_swap(monkeypatch, path: Path, text: str) -> list[str]:

@@ -206,10 +206,11 @@ def test_requests_are_checked(memory_daemon):
         assert client.call(Status(id=2)).memory.mode == "whole"
 
 
-def test_200_remembers_racing_an_editors_saves_lose_nothing(memory_daemon, vault):
+@pytest.mark.parametrize("saves", ["rename", "in-place"])
+def test_200_remembers_racing_an_editors_saves_lose_nothing(memory_daemon, vault, saves):
     memory = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
     daemon = memory_daemon()
-    editor = subprocess.Popen([sys.executable, str(EDITOR), str(memory), "200", "7"], stdout=subprocess.PIPE, text=True)
+    editor = subprocess.Popen([sys.executable, str(EDITOR), str(memory), "200", "7", saves], stdout=subprocess.PIPE, text=True)
     facts = [f"race fact {n} about the {w}" for n, w in enumerate(f"w{n:03d}x" for n in range(200))]
     try:
         with daemon.client() as client:
@@ -234,4 +235,4 @@ def test_200_remembers_racing_an_editors_saves_lose_nothing(memory_daemon, vault
     text = memory.read_text()
     assert sum(1 for line in text.splitlines() if line.startswith("- race fact ")) == 200  # none twice
     restored = daemon.status().memory.restored
-    print(f"\n  race: 200 remembers vs 200 editor saves: all present; {restored} line(s) restored by the write guard")
+    print(f"\n  race: 200 remembers vs 200 editor saves ({saves}): all present; {restored} line(s) restored by the write guard")
