@@ -26,6 +26,7 @@ from . import facts, provenance
 from .atomic import atomic_update, read_text, read_version
 from .config import MemoryConfig
 from .memory_guard import WriteGuard
+from .vault import OutsideVault, owned_file
 
 __all__ = ["atomic_update", "read_text", "read_version", "MemoryFiles", "Remembered", "Forgotten", "Candidate"]
 
@@ -221,9 +222,11 @@ class MemoryFiles:
         self._lock = threading.RLock()  # one writer of memory files at a time
         self.guard = WriteGuard(self.verify)
         self.on_repair: Callable[[str], None] | None = None  # told (a vault path) after the guard rewrote a file
+        self._refused: set[str] = set()  # memory files found symlinked out of the vault (logged once)
 
     def path(self, name: str) -> Path:
-        return self.vault / name
+        """A memory file's path; raises OutsideVault if a symlink takes it out of the vault."""
+        return owned_file(self.vault, name)
 
     @property
     def semantic(self) -> Path:
@@ -242,10 +245,19 @@ class MemoryFiles:
         return path.relative_to(self.vault).as_posix()
 
     def read_semantic(self) -> str:
-        return read_text(self.semantic)
+        return self._read_for_prompt(self.config.semantic_file)
 
     def read_procedural(self) -> str:
-        return read_text(self.procedural)
+        return self._read_for_prompt(self.config.procedural_file)
+
+    def _read_for_prompt(self, name: str) -> str:
+        try:
+            return read_text(self.path(name))
+        except OutsideVault as exc:  # never into a prompt; remember, forget and status say so
+            if name not in self._refused:
+                self._refused.add(name)
+                log.warning("%s: left out of the prompt: %s", exc, exc.hint)
+            return ""
 
     def lines(self, kind: str = "semantic") -> list[MemoryLine]:
         return memory_lines(read_text(self.target(kind)))
@@ -422,7 +434,10 @@ class MemoryFiles:
     def changed(self, rel: str) -> None:
         """A watcher event for a vault path: memory files tars wrote lately are checked."""
         if rel in (self.config.semantic_file, self.config.procedural_file):
-            self.guard.changed(self.path(rel))
+            try:
+                self.guard.changed(self.path(rel))
+            except OutsideVault:  # a symlink out of the vault: tars never wrote there
+                pass
 
     # ---- feedback: /w and /r ----
 

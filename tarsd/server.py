@@ -86,6 +86,7 @@ from .chat.providers import ProviderError
 from .chat.tools import tool_summary
 from .notes import NoteError, read_lines
 from .search import LINK_BOOST, LINK_BOOST_CAP, MODES, TITLE_BOOST, Candidate, SearchError
+from .vault import OutsideVault
 from .store import Filter
 from .sync_queue import SyncFailed
 from .tags import normalise as normalise_tag
@@ -459,6 +460,8 @@ class Server:
             yield Error(
                 id=request_id, code="index_failed", message=str(exc), hint="`tarsctl status` shows the state; tars retries on its own"
             )
+        except OutsideVault as exc:
+            yield Error(id=request_id, code="bad_request", message=str(exc), hint=exc.hint)
         except ValueError as exc:
             yield Error(id=request_id, code="bad_request", message=str(exc))
         except Exception as exc:

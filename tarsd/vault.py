@@ -94,6 +94,23 @@ def vault_relative(vault: Path, path: str) -> str:
     return rel
 
 
+def owned_file(vault: Path, rel: str) -> Path:
+    """Where tars reads and writes a file it keeps in the vault (a memory file, a session-log
+    folder): through symlinks that stay inside the vault, their target (so a write goes to
+    the file, not over the link). Raises OutsideVault when it leads out of the vault: a
+    symlinked Memory.md would otherwise put an outside file into every prompt, and copy it in."""
+    path = Path(os.path.normpath(vault / rel))
+    root = Path(os.path.realpath(vault))
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(root):
+        raise OutsideVault(
+            f"{rel} leads to {real}, outside the vault {vault}",
+            f"tars keeps memory inside the vault: put the real file or folder at {path}, not a symlink "
+            "(or set [memory] to a path inside the vault)",
+        )
+    return vault / real.relative_to(root)
+
+
 def is_conflict_copy(rel_path: str) -> bool:
     return bool(_CONFLICT.search(rel_path.rsplit("/", 1)[-1]))
 

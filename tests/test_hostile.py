@@ -97,6 +97,39 @@ def test_nothing_outside_the_vault_is_read(start_daemon, vault, tmp_path):
     no_traceback(daemon)
 
 
+def test_memory_files_symlinked_out_of_the_vault_are_never_read_or_written(start_daemon, fake_ollama, vault, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.md"
+    secret.write_text("- the launch code is swordfish\n")
+    os.symlink(secret, vault / "Memory.md")
+    os.symlink(outside, vault / "sessions")
+    fake_ollama.script = [{"text": "Hello."}, {"text": "Greeting\n- said hello"}]
+    daemon = start_daemon(TARS_CHAT_OLLAMA_HOST=fake_ollama.url, TARS_CHAT_OLLAMA_MODEL="fake-chat")
+
+    refused = daemon.tarsctl("remember", "--force", "My cat is Luna")
+    assert refused.returncode == 1 and f"Memory.md leads to {secret}, outside the vault" in refused.stderr
+    assert "put the real file or folder at" in refused.stderr
+    chat = daemon.tarsctl("chat", "hello")
+    assert chat.returncode == 0 and chat.stdout == "Hello.\n"
+    assert "swordfish" not in str(fake_ollama.bodies("/api/chat"))  # not in any prompt
+    assert "session log not written yet (sessions leads to" in chat.stderr  # kept, to be written once fixed
+    warnings = daemon.status().warnings
+    assert any("Memory.md leads to" in w for w in warnings) and any("sessions leads to" in w for w in warnings)
+    assert secret.read_text() == "- the launch code is swordfish\n" and os.listdir(outside) == ["secret.md"]
+    assert (vault / "Memory.md").is_symlink()
+
+
+def test_a_memory_file_symlinked_inside_the_vault_is_written_through(start_daemon, vault):
+    write(vault, "notes/facts.md", "# Core\n- Name: Sam\n")
+    os.symlink("notes/facts.md", vault / "Memory.md")
+    daemon = start_daemon()
+    added = daemon.tarsctl("remember", "--force", "My cat is Luna")
+    assert added.returncode == 0, added.stderr
+    assert (vault / "Memory.md").is_symlink() and "- My cat is Luna" in (vault / "notes/facts.md").read_text()
+    no_traceback(daemon)
+
+
 # ---- 2. file names that are not UTF-8 ----
 
 

@@ -13,8 +13,9 @@ from datetime import datetime
 
 from ..config import Config
 from ..engine import Engine
-from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update
+from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update, memory_lines
 from ..memory_vectors import LineVectors
+from ..vault import OutsideVault, owned_file
 from . import prompts
 from .conversations import ChatMessage, Conversation, ConversationStore, ToolCall
 from .providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
@@ -232,7 +233,7 @@ class Assistant:
         started = datetime.fromtimestamp(span[0][1].at).astimezone()
         ended = datetime.fromtimestamp(span[-1][1].at).astimezone()
         slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:50] or "conversation"
-        folder = self.vault / self.config.memory.sessions_dir
+        folder = owned_file(self.vault, self.config.memory.sessions_dir)
         path = folder / f"{started:%Y-%m-%d-%H%M}-{slug}.md"
         counter = 2
         while path.exists():
@@ -274,10 +275,10 @@ class Assistant:
     def _end(self, conversation: Conversation, provider: Provider, result: TurnResult) -> str:
         try:
             path = self._log_unlogged(conversation, provider)
-        except ProviderError as exc:
+        except (ProviderError, OutsideVault, OSError) as exc:
             # Keep the messages under another id: the idle snapshot writes the log later.
             self.conversations.archive(conversation.id)
-            result.warnings.append(f"session log not written yet ({exc.message}); it will be retried in the background")
+            result.warnings.append(f"session log not written yet ({_why(exc)}); it will be retried in the background")
             return ""
         self.conversations.delete(conversation.id)
         return path or result.session_log
@@ -301,8 +302,8 @@ class Assistant:
                 conversation = self.conversations.load(conversation_id)
                 try:
                     path = self._log_unlogged(conversation, make_provider(self.chat_config))
-                except ProviderError as exc:
-                    log.warning("idle snapshot of %s postponed: %s", conversation_id, exc.message)
+                except (ProviderError, OutsideVault, OSError) as exc:
+                    log.warning("idle snapshot of %s postponed: %s", conversation_id, _why(exc))
                     continue
                 if path:
                     written.append(path)
@@ -357,7 +358,13 @@ class Assistant:
         return added, archived
 
     def warnings(self) -> list[str]:
-        return self.recall.warnings(self.memory.read_semantic())
+        found = []
+        for name in (self.config.memory.semantic_file, self.config.memory.procedural_file, self.config.memory.sessions_dir):
+            try:
+                self.memory.path(name)
+            except OutsideVault as exc:
+                found.append(f"{exc}: never read or written; {exc.hint}")
+        return found + self.recall.warnings(self.memory.read_semantic())
 
     def memory_status(self) -> dict[str, object]:
         """For status: the size of Memory.md, the recall mode in force, and the write guard."""
@@ -374,7 +381,7 @@ class Assistant:
             "core_found": recall.core_found,
             "always_lines": recall.always_lines,
             "always_tokens": recall.always_tokens,
-            "facts": sum(len(self.memory.lines(kind)) for kind in ("semantic", "procedural")),
+            "facts": len(memory_lines(self.memory.read_semantic())) + len(memory_lines(self.memory.read_procedural())),
             "vectors_pending": self.vectors.pending(),
             "vectors_known": self.vectors.known(),
             **self.memory.guard.describe(),
@@ -383,3 +390,11 @@ class Assistant:
     def close(self) -> None:
         self.memory.guard.stop()
         self.vectors.close()
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, ProviderError):
+        return exc.message
+    if isinstance(exc, OutsideVault):
+        return f"{exc}; {exc.hint}"
+    return str(exc)
