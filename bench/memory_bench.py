@@ -10,8 +10,8 @@ fsynced temp file swapped in); the index commit of Memory.md is queued, not wait
 facts are asked without a mode, so the full dedup runs; most are added.
 
 Measured on this project's 2-core box (200 remembers each, half new facts, half close to a line):
-model loaded and warm, one at a time: 100 lines p50 14.7 / p99 64.6 ms, 1,000 lines 16.5 / 48.7 ms;
-back to back: 28.5 / 70.9 and 69.2 / 194.8 ms; no model: 1,000 lines 7.4 / 38.6 ms.
+model loaded and warm, one at a time: 100 lines p50 10.7 / p99 23.7 ms, 1,000 lines 16.0 / 33.1 ms;
+back to back: 20.9 / 45.0 and 37.4 / 73.8 ms; no model: 1,000 lines 6.1 / 20.0 ms.
 Dedup on the 88 labelled pairs: precision and recall 1.00 with and without the model.
 """
 
