@@ -129,31 +129,44 @@ _NO_EXCHANGE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, err
 # Obsidian (like Node's fs.writeFile) saves in place: it truncates the file, then writes it.
 # A read in between sees an empty or half-written file; made the base of a change and swapped
 # in, it would take the user's whole file away while the editor's write went to the inode
-# swapped out. So a version someone else changed in the last HOT_SECONDS is taken only once
-# two reads SETTLE_SECONDS apart agree (EMPTY_SETTLE_SECONDS for an empty one), for at most
-# SETTLE_LIMIT_SECONDS; a version tars wrote itself, or an older one, is taken at once.
+# swapped out. So a version someone else changed in the last HOT_SECONDS is taken once two
+# reads SETTLE_SECONDS apart agree (EMPTY_SETTLE_SECONDS for an empty one), or once the second
+# read finds another inode (a save by rename, which is whole); after SETTLE_LIMIT_SECONDS of
+# neither, the update fails rather than guess. The version tars last wrote or took is taken at once.
 HOT_SECONDS = 2.0
 SETTLE_SECONDS = 0.03
 EMPTY_SETTLE_SECONDS = 0.5
-SETTLE_LIMIT_SECONDS = 3.0
-_written_by_tars: dict[str, tuple[int, int, int]] = {}  # path -> (inode, mtime_ns, size) of tars's last write
+SETTLE_LIMIT_SECONDS = 10.0
+Stamp = tuple[int, int, int]  # (inode, mtime_ns, size)
+_last_seen: dict[str, Stamp] = {}  # path -> the version tars last wrote or took as a base
+
+
+def _stamp(st: os.stat_result) -> Stamp:
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _settled(path: Path, raw: bytes | None, st: os.stat_result | None) -> tuple[bytes | None, os.stat_result | None]:
     deadline = time.monotonic() + SETTLE_LIMIT_SECONDS
-    while raw is not None and st is not None and _changed_lately_by_someone_else(path, st) and time.monotonic() < deadline:
+    while raw is not None and st is not None and _changed_lately_by_someone_else(path, st):
+        if time.monotonic() > deadline:  # never build on a version that may be half written
+            raise OSError(
+                f"{path} kept changing in place for {SETTLE_LIMIT_SECONDS:g} s (another program is saving it "
+                "over and over); nothing was written: try again once it stops"
+            )
         time.sleep(SETTLE_SECONDS if raw else EMPTY_SETTLE_SECONDS)
-        again, st = _read_raw(path)
-        if again == raw:
+        again, st_again = _read_raw(path)
+        renamed = st_again is not None and st_again.st_ino != st.st_ino
+        if again == raw or renamed:
+            raw, st = again, st_again
             break
-        raw = again
+        raw, st = again, st_again
+    if st is not None:
+        _last_seen[str(path)] = _stamp(st)
     return raw, st
 
 
 def _changed_lately_by_someone_else(path: Path, st: os.stat_result) -> bool:
-    if _written_by_tars.get(str(path)) == (st.st_ino, st.st_mtime_ns, st.st_size):
-        return False
-    return time.time() - st.st_mtime < HOT_SECONDS
+    return _last_seen.get(str(path)) != _stamp(st) and time.time() - st.st_mtime < HOT_SECONDS
 
 
 # An editor saving every few milliseconds can beat a write a few times in a row (each takes an
@@ -195,18 +208,24 @@ def atomic_update(
                 return None
             new = base
         # A dot-name keeps the temp file out of the index and the watcher's way.
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tars-tmp", dir=path.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(new)
-                handle.flush()
-                if st is not None:
-                    os.fchmod(handle.fileno(), st.st_mode & 0o777)
-                os.fsync(handle.fileno())
-                ours = os.fstat(handle.fileno())
+            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tars-tmp", dir=path.parent)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        try:
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(new)
+                    handle.flush()
+                    if st is not None:
+                        os.fchmod(handle.fileno(), st.st_mode & 0o777)
+                    os.fsync(handle.fileno())
+                    ours = os.fstat(handle.fileno())
+            except OSError as exc:  # name the file the user knows, not the temp file
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
             placed = _put_in_place(temp, path, expected, new.encode("utf-8"))
             if placed is True:
-                _written_by_tars[str(path)] = (ours.st_ino, ours.st_mtime_ns, ours.st_size)
+                _last_seen[str(path)] = _stamp(ours)
                 if written is not None:
                     written(ours)
                 return new

@@ -462,6 +462,11 @@ class Server:
             )
         except OutsideVault as exc:
             yield Error(id=request_id, code="bad_request", message=str(exc), hint=exc.hint)
+        except OSError as exc:  # a full disk, a read-only vault, a file locked by another program
+            message = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
+            log.warning("request %s failed: %s", type(request).__name__, message)
+            hint = "check the free space and the permissions there, then try again; nothing was half written"
+            yield Error(id=request_id, code="io_error", message=message, hint=hint)
         except ValueError as exc:
             yield Error(id=request_id, code="bad_request", message=str(exc))
         except Exception as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DENDRON, write
+from conftest import DENDRON, fill, tmpfs, write
 from daemon_harness import child_pids, notify_listener, silent_server, wait_for
 from tarsctl.protocol import Search, SearchResults
 
@@ -293,33 +293,8 @@ def test_kill_9_during_a_long_sync_leaves_no_worker_behind(start_daemon, vault):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 4 MB tmpfs for the database: a real "disk full" that a test can fill and free."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root): the disk-full behaviour is not tested here")
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)], capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}): the disk-full behaviour is not tested here")
-    try:
+    with tmpfs(tmp_path / "small-disk") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system holding ``directory`` to the last byte; returns the filler file."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 16, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
-    return filler
 
 
 def test_a_full_disk_is_reported_and_the_work_completes_once_space_returns(start_daemon, vault, small_disk):

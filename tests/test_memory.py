@@ -151,6 +151,29 @@ def test_a_file_an_editor_is_saving_in_place_is_not_taken_half_written(vault):
     assert path.read_text() == saved + "- Cat: Luna\n"
 
 
+def test_a_file_rewritten_in_place_without_pause_is_left_alone_with_a_clear_error(monkeypatch, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    monkeypatch.setattr(atomic, "SETTLE_LIMIT_SECONDS", 0.5)
+    stop = threading.Event()
+
+    def keep_saving() -> None:
+        number = 0
+        while not stop.is_set():
+            number += 1
+            path.write_text(f"# Core\n- Name: Sam\n- edit {number}\n", encoding="utf-8")
+            time.sleep(0.005)
+
+    editor = threading.Thread(target=keep_saving)
+    editor.start()
+    try:
+        with pytest.raises(OSError, match="kept changing in place for 0.5 s .*nothing was written: try again"):
+            atomic.atomic_update(path, lambda text: text + "- Cat: Luna\n")
+    finally:
+        stop.set()
+        editor.join()
+    assert "Cat: Luna" not in path.read_text() and not list(vault.glob(".*tars-tmp"))
+
+
 def save_during_the_swap(monkeypatch, path: Path, text: str) -> list[str]:
     """An editor save landing between tars's check and its swap (the microseconds no test can
     hit by timing): the real swap, with the save made just before its first call. Returns the

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write
+from conftest import fill, tmpfs, write
 from daemon_harness import wait_for
 from tarsctl.protocol import Forget, Remember, Status
 from tarsd.provenance import new_stamp
@@ -236,3 +236,20 @@ def test_200_remembers_racing_an_editors_saves_lose_nothing(memory_daemon, vault
     assert sum(1 for line in text.splitlines() if line.startswith("- race fact ")) == 200  # none twice
     restored = daemon.status().memory.restored
     print(f"\n  race: 200 remembers vs 200 editor saves ({saves}): all present; {restored} line(s) restored by the write guard")
+
+
+def test_a_full_disk_fails_a_remember_cleanly_and_it_works_once_space_returns(memory_daemon, vault):
+    with tmpfs(vault / "small") as small:
+        memory = write(vault, "small/Memory.md", "# Core\n- Name: Sam\n")
+        daemon = memory_daemon(TARS_MEMORY_SEMANTIC_FILE="small/Memory.md")
+        filler = fill(small)
+        refused = daemon.tarsctl("remember", "My cat is Luna")
+        assert refused.returncode == 1
+        assert f"{memory}: No space left on device" in refused.stderr and "check the free space" in refused.stderr
+        assert memory.read_text() == "# Core\n- Name: Sam\n" and sorted(p.name for p in small.iterdir()) == ["Memory.md", "filler"]
+        assert daemon.status().memory.facts == 1  # still serving
+        filler.unlink()
+        added = daemon.tarsctl("remember", "My cat is Luna")
+        assert added.returncode == 0, added.stderr
+        assert "- My cat is Luna" in memory.read_text()
+        assert "Traceback" not in daemon.log.read_text()
