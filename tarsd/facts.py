@@ -25,6 +25,7 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -208,9 +209,19 @@ def key(line: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", clean(line).lower()).split())
 
 
+# A memory line is a fact or a rule: a sentence or two. A longer line (a pasted paragraph, a
+# hostile 5 MB line) is read on its first LONG_LINE_CHARS for matching, and judge never takes
+# it for the same fact as a new one (remember takes facts of up to MAX_FACT_CHARS).
+LONG_LINE_CHARS = 4000
+MAX_FACT_CHARS = 2000
+
+
 @lru_cache(maxsize=65536)
 def features(line: str) -> Fact:
-    return _features(clean(line))
+    text = clean(line)
+    if len(text) <= LONG_LINE_CHARS:
+        return _features(text)
+    return dataclasses.replace(_features(text[:LONG_LINE_CHARS]), text=text, key=key(line))
 
 
 @lru_cache(maxsize=16384)
@@ -513,10 +524,12 @@ def judge(fact: str, lines: Sequence[str], cosines: Sequence[float] | None = Non
     if not lines:
         return Verdict(NEW)
     new = features(fact)
-    facts = [features(line) for line in lines]
-    cosine = [None if cosines is None or cosines[i] != cosines[i] else float(cosines[i]) for i in range(len(lines))]
-    scored = sorted(range(len(lines)), key=lambda i: closeness(new, facts[i], cosine[i]), reverse=True)
-    candidates = dict.fromkeys([i for i in range(len(lines)) if facts[i].key == new.key] + scored[:CANDIDATES])
+    # A line far longer than any fact is not compared: it is not the same fact, nor an update.
+    comparable = [i for i, line in enumerate(lines) if len(line) <= LONG_LINE_CHARS]
+    facts = {i: features(lines[i]) for i in comparable}
+    cosine = [None if cosines is None or i >= len(cosines) or cosines[i] != cosines[i] else float(cosines[i]) for i in range(len(lines))]
+    scored = sorted(comparable, key=lambda i: closeness(new, facts[i], cosine[i]), reverse=True)
+    candidates = dict.fromkeys([i for i in comparable if facts[i].key == new.key] + scored[:CANDIDATES])
     best_update: Verdict | None = None
     for i in candidates:
         result = compare(new, facts[i], cosine[i])

@@ -152,6 +152,15 @@ def _parse_line(line: str) -> tuple[str, provenance.Stamp | None] | None:
     return (shown, stamp) if facts.key(shown) else None
 
 
+def clip_long_lines(text: str, limit: int = facts.LONG_LINE_CHARS) -> str:
+    """The text with each line longer than ``limit`` cut there and marked (a pasted 5 MB line
+    must not go into every prompt)."""
+    if len(text) <= limit:
+        return text
+    lines = text.split("\n")
+    return "\n".join(line if len(line) <= limit else f"{line[:limit]} … [cut: {len(line):,} characters]" for line in lines)
+
+
 def insert_under(text: str, section: str, line: str) -> str:
     """Add ``line`` at the end of the named section (any heading level), creating the
     section at the end of the file if there is none."""
@@ -251,8 +260,9 @@ class MemoryFiles:
         return self._read_for_prompt(self.config.procedural_file)
 
     def _read_for_prompt(self, name: str) -> str:
+        """A memory file as the prompt gets it: a line far longer than a fact is cut."""
         try:
-            return read_text(self.path(name))
+            return clip_long_lines(read_text(self.path(name)))
         except OutsideVault as exc:  # never into a prompt; remember, forget and status say so
             if name not in self._refused:
                 self._refused.add(name)
@@ -276,6 +286,11 @@ class MemoryFiles:
         fact = _LIST_PREFIX.sub("", provenance.strip(" ".join(fact.split()))).strip()
         if not fact:
             raise ValueError("nothing to remember: the fact is empty")
+        if len(fact) > facts.MAX_FACT_CHARS:
+            raise ValueError(
+                f"a fact of {len(fact):,} characters is too long to remember (at most {facts.MAX_FACT_CHARS:,}: "
+                "Memory.md goes into every prompt); put the text in a note and remember the gist"
+            )
         if mode not in MODES:
             raise ValueError(f"mode must be '', 'replace' or 'force', not {mode!r}")
         if replace_line.strip() and mode != "replace":

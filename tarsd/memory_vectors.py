@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from .embed import Embedder
-from .facts import clean, key
+from .facts import LONG_LINE_CHARS, clean, key
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,12 @@ KEEP_SECONDS = 30 * 86400
 
 
 @lru_cache(maxsize=65536)
+def _for_model(line: str) -> str:
+    """What the model is given: the model reads 256 tokens at most, and tokenizing a hostile
+    5 MB line whole would take seconds, so a line is cut at LONG_LINE_CHARS first."""
+    return (clean(line) or line)[:LONG_LINE_CHARS]
+
+
 def line_hash(line: str) -> str:
     return hashlib.sha256(key(line).encode()).hexdigest()
 
@@ -62,7 +68,7 @@ class LineVectors:
         if not self.ready():
             return None
         try:
-            return np.asarray(self.embedder.embed([clean(text) or text])[0], dtype=np.float32)
+            return np.asarray(self.embedder.embed([_for_model(text)])[0], dtype=np.float32)
         except Exception as exc:  # a failing model must not fail a remember
             log.warning("cannot embed for memory: %s", exc)
             return None
@@ -94,7 +100,7 @@ class LineVectors:
             with self._lock:
                 missing = [h for h in missing if h not in self._memo]
         if missing:
-            texts = {h: clean(line) or line for h, line in zip(hashes, lines, strict=True) if h in set(missing)}
+            texts = {h: _for_model(line) for h, line in zip(hashes, lines, strict=True) if h in set(missing)}
             now, later = missing[:embed_missing], missing[embed_missing:]
             self._embed_and_save(fingerprint, {h: texts[h] for h in now})
             if later:
@@ -107,7 +113,7 @@ class LineVectors:
         if not self.ready() or self._closed:
             return
         fingerprint = self._current()
-        hashes = {line_hash(line): clean(line) or line for line in lines}
+        hashes = {line_hash(line): _for_model(line) for line in lines}
         with self._lock:
             wanted = {h: t for h, t in hashes.items() if h not in self._memo}
         if wanted:

@@ -108,3 +108,10 @@ def test_provenance_stamps_are_specific_and_survive_edits():
     for own in ("- Dog: Perry <!-- my note -->", "- x <!-- tars:soon -->", "- <!-- tars:2026-11-22 --> at the start"):
         assert provenance.split(own) == (own, None)
     assert facts.clean("- [ ] Dog: [[Perry]] <!-- tars:2026-11-22 -->") == "Dog: Perry"
+
+
+def test_a_line_far_longer_than_a_fact_is_never_its_duplicate():
+    long_line = "My cat is Luna and " + "she sleeps all day " * 300
+    assert facts.judge("My cat is Luna", [long_line]).kind == facts.NEW
+    assert facts.judge("My cat is Luna", [long_line, "my cat is Luna"]) == facts.Verdict(facts.DUPLICATE, 1, "", 1.0)
+    assert facts.features(long_line).key == facts.key(long_line)  # the whole line is its identity

@@ -253,3 +253,25 @@ def test_a_full_disk_fails_a_remember_cleanly_and_it_works_once_space_returns(me
         assert added.returncode == 0, added.stderr
         assert "- My cat is Luna" in memory.read_text()
         assert "Traceback" not in daemon.log.read_text()
+
+
+def test_a_5_mb_line_in_memory_is_cut_for_the_prompt_and_never_compared(memory_daemon, vault, fake_ollama):
+    huge = "word " * 1_000_000
+    write(vault, "Memory.md", f"# Core\n- Name: Sam\n- {huge}\n\n# Pets\n- Dog: Perry\n")
+    daemon = memory_daemon(embedder="local")
+    started = time.monotonic()
+    status = daemon.status()  # took 15 s when the tokenizer read the whole line
+    assert status.memory.lines == 5 and status.memory.tokens < 1000  # the long line counts as cut for the prompt
+    wait_for(lambda: daemon.status().embedder.state == "ready", "the model", deadline=60)
+    added = daemon.tarsctl("remember", "My cat is Luna")
+    assert added.returncode == 0 and added.stdout == "remembered in Memory.md under Pets\n", added.stderr
+    update = daemon.tarsctl("remember", "My dog is Rex")
+    assert update.returncode == 2 and "Dog: Perry" in update.stdout
+    fake_ollama.script = [{"text": "Hi Sam."}, {"text": "Greeting\n- said hi"}]
+    assert daemon.tarsctl("chat", "hello").returncode == 0
+    prompt = str(fake_ollama.bodies("/api/chat")[0]["messages"])
+    assert " … [cut: 5,000,002 characters]" in prompt and len(prompt) < 20_000
+    print(f"\n  status, two remembers and a chat beside a 5 MB line: {time.monotonic() - started:.2f} s")
+    too_long = daemon.tarsctl("remember", "x" * 2001)
+    assert too_long.returncode == 1 and "too long to remember (at most 2,000" in too_long.stderr
+    assert "Traceback" not in daemon.log.read_text()

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 Emit = Callable[[str, object], None]  # ("delta", text) | ("tool_call", ToolCall) | ("tool_result", (ToolCall, str))
 MAX_SUMMARY_CHARS = 4000
 PRUNE_SECONDS = 3600.0  # stored vectors of lines gone from the memory files are pruned at most this often
+COUNT_EXACT_CHARS = 100_000  # token counts past this many characters are estimated
 TOOL_BUDGET_NOTE = "\n\n(The tool budget for this message is used up: answer now from what you have, without calling tools.)"
 
 
@@ -69,8 +70,12 @@ class Assistant:
             return self._locks.setdefault(conversation_id, threading.Lock())
 
     def _count_tokens(self, text: str) -> int:
+        """Exact up to COUNT_EXACT_CHARS; past that, from the rate of that first part (a
+        budget check needs no more, and the tokenizer takes seconds on megabytes)."""
         counter, _ = self.engine.embedder.counter()
-        return counter.count([text])[0] if text else 0
+        if len(text) <= COUNT_EXACT_CHARS:
+            return counter.count([text])[0] if text else 0
+        return round(counter.count([text[:COUNT_EXACT_CHARS]])[0] * len(text) / COUNT_EXACT_CHARS)
 
     def warm_memory_vectors(self) -> None:
         """Give every memory line its vector, in the background (model loaded, a file changed)."""
