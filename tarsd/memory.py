@@ -283,7 +283,7 @@ class MemoryFiles:
         that differs (possible_update: the caller asks the user). "replace": the line it
         resembles (or ``replace_line``, exactly) is replaced in place; with nothing alike the
         fact is added. "force": added even beside a similar line (never twice word for word)."""
-        fact = _LIST_PREFIX.sub("", provenance.strip(" ".join(fact.split()))).strip()
+        fact = _LIST_PREFIX.sub("", provenance.strip(" ".join(printable(fact).split()))).strip()
         if not fact:
             raise ValueError("nothing to remember: the fact is empty")
         if len(fact) > facts.MAX_FACT_CHARS:
@@ -481,6 +481,16 @@ class MemoryFiles:
         return archived
 
 
+# Control characters other than tab and line ends: a NUL would make the vault file binary
+# (never indexed again), the others show as nothing or garble the editor.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """Text from a client or a model as it may go into a vault file."""
+    return _CONTROL.sub("", text)
+
+
 def _one_line(text: str, limit: int = 500) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

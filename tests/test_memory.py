@@ -294,3 +294,9 @@ def test_odd_characters_in_the_users_lines_are_kept(memory, vault):
     assert (vault / "Memory.md").read_text(encoding="utf-8") == original + f"\n- Cat: Luna {STAMP}\n"
     memory.forget("Perry", confirm_line="Dog: Perry")
     assert (vault / "Memory.md").read_text(encoding="utf-8") == original.replace("\n- Dog: Perry", "") + f"\n- Cat: Luna {STAMP}\n"
+
+
+def test_control_characters_never_reach_the_file(memory, vault):
+    memory.remember("My cat\x00 is\x07 Luna\x1b[31m", section="Pets")
+    text = (vault / "Memory.md").read_text()
+    assert f"- My cat is Luna[31m {STAMP}\n" in text and not any(ord(c) < 32 and c != "\n" for c in text)

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from ..config import Config
 from ..engine import Engine
-from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update, memory_lines
+from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update, memory_lines, printable
 from ..memory_vectors import LineVectors
 from ..vault import OutsideVault, owned_file
 from . import prompts
@@ -226,7 +226,7 @@ class Assistant:
         if not transcript.strip():
             return None
         reply = provider.complete(prompts.SUMMARY_INSTRUCTIONS, prompts.block("conversation", transcript))
-        lines = [line.strip() for line in reply.splitlines() if line.strip()]
+        lines = [line.strip() for line in printable(reply).splitlines() if line.strip()]
         if not lines:
             return None
         title = lines[0].lstrip("#-* ").strip() or "Conversation"
