@@ -34,13 +34,13 @@ MEMO_LIMIT = 50_000  # vectors kept in memory (384 floats each: about 75 MB at t
 KEEP_SECONDS = 30 * 86400
 
 
-@lru_cache(maxsize=65536)
 def _for_model(line: str) -> str:
     """What the model is given: the model reads 256 tokens at most, and tokenizing a hostile
     5 MB line whole would take seconds, so a line is cut at LONG_LINE_CHARS first."""
     return (clean(line) or line)[:LONG_LINE_CHARS]
 
 
+@lru_cache(maxsize=65536)
 def line_hash(line: str) -> str:
     return hashlib.sha256(key(line).encode()).hexdigest()
 
