@@ -155,11 +155,10 @@ def _settled(path: Path, raw: bytes | None, st: os.stat_result | None) -> tuple[
             )
         time.sleep(SETTLE_SECONDS if raw else EMPTY_SETTLE_SECONDS)
         again, st_again = _read_raw(path)
-        renamed = st_again is not None and st_again.st_ino != st.st_ino
-        if again == raw or renamed:
-            raw, st = again, st_again
-            break
+        whole = again == raw or (st_again is not None and st_again.st_ino != st.st_ino)  # unchanged, or a rename
         raw, st = again, st_again
+        if whole:
+            break
     if st is not None:
         _last_seen[str(path)] = _stamp(st)
     return raw, st
@@ -207,13 +206,11 @@ def atomic_update(
             if base == text:
                 return None
             new = base
-        # A dot-name keeps the temp file out of the index and the watcher's way.
-        try:
-            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tars-tmp", dir=path.parent)
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        temp = None
         try:
             try:
+                # A dot-name keeps the temp file out of the index and the watcher's way.
+                fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tars-tmp", dir=path.parent)
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
                     handle.write(new)
                     handle.flush()
@@ -234,7 +231,7 @@ def atomic_update(
             expected, st = _settled(path, placed.raw, placed.st)  # someone else's version is there: start again from it
             text = _decode(expected)
         finally:
-            if os.path.exists(temp):
+            if temp is not None and os.path.exists(temp):
                 os.unlink(temp)
     raise OSError(f"{path} kept changing while tars tried to update it; try again")
 

@@ -25,8 +25,7 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Sequence
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .provenance import strip as strip_stamp
@@ -221,7 +220,7 @@ def features(line: str) -> Fact:
     text = clean(line)
     if len(text) <= LONG_LINE_CHARS:
         return _features(text)
-    return dataclasses.replace(_features(text[:LONG_LINE_CHARS]), text=text, key=key(line))
+    return replace(_features(text[:LONG_LINE_CHARS]), text=text, key=key(line))
 
 
 @lru_cache(maxsize=16384)

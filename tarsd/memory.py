@@ -421,13 +421,15 @@ class MemoryFiles:
     def _write(
         self, target: Path, change: Callable[[str], str], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
     ) -> None:
-        atomic_update(
-            target,
-            change,
-            repair=lambda text, st: self.guard.repair(target, text, st),
-            written=lambda st: self.guard.wrote(target, st, added or [], removed or []),
-            displaced=lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
-        )
+        atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+
+    def _guarded(self, target: Path, added: list[tuple[str, str]], removed: list[str]) -> dict[str, Callable]:
+        """atomic_update's hooks into the write guard, for a write adding and removing these lines."""
+        return {
+            "repair": lambda text, st: self.guard.repair(target, text, st),
+            "written": lambda st: self.guard.wrote(target, st, added, removed),
+            "displaced": lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
+        }
 
     def verify(self, target: Path) -> None:
         """The guard's check: put back lines a write race lost (see tarsd/memory_guard.py)."""
@@ -435,13 +437,7 @@ class MemoryFiles:
             if not self.guard.watching(target):
                 return
             before = self.guard.restored + self.guard.removed_again
-            atomic_update(
-                target,
-                lambda text: None,
-                repair=lambda text, st: self.guard.repair(target, text, st),
-                written=lambda st: self.guard.wrote(target, st, [], []),
-                displaced=lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
-            )
+            atomic_update(target, lambda text: None, **self._guarded(target, [], []))
             repaired = self.guard.restored + self.guard.removed_again != before
         if repaired and self.on_repair is not None:
             self.on_repair(self.rel(target))

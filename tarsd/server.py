@@ -86,11 +86,10 @@ from .chat.providers import ProviderError
 from .chat.tools import tool_summary
 from .notes import NoteError, read_lines
 from .search import LINK_BOOST, LINK_BOOST_CAP, MODES, TITLE_BOOST, Candidate, SearchError
-from .vault import OutsideVault
 from .store import Filter
 from .sync_queue import SyncFailed
 from .tags import normalise as normalise_tag
-from .vault import MEMORY_TYPES, memory_type
+from .vault import MEMORY_TYPES, OutsideVault, memory_type
 
 if TYPE_CHECKING:
     from .main import Daemon
