@@ -21,6 +21,14 @@ MODEL_DIR = Path(os.environ.get("TARS_MODEL_DIR", SHARED / "models" / "all-MiniL
 DENDRON = SHARED / "data" / "vaults" / "dendron-site"
 
 
+@pytest.fixture(autouse=True)
+def no_callers_tars_settings(monkeypatch):
+    """The caller's TARS_* variables (TARS_MODEL_DIR, as the README allows, or a TARS_VAULT for
+    their own daemon) never reach a test: each sets what it needs. The model folder was read above."""
+    for name in [name for name in os.environ if name.startswith("TARS_")]:
+        monkeypatch.delenv(name)
+
+
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     if not (MODEL_DIR / "model.onnx").is_file():
