@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import pwd
 import socket
 import time
 from pathlib import Path
@@ -39,6 +40,45 @@ class DaemonNotRunning(Exception):
         self.path = path
 
 
+class PermissionDenied(DaemonNotRunning):
+    """The socket, or a folder above it, is not this user's to open: a tarsd may well run there,
+    for someone else. Said as such, not as "not running", which would send the user to start one."""
+
+    def __init__(self, path: Path):
+        blocked = _first_reachable(path)
+        owner = _owner(blocked)
+        Exception.__init__(
+            self,
+            f"permission denied: cannot reach tarsd's socket {path}: {blocked} belongs to {owner}, and tarsd answers only "
+            f"the user who runs it; run tarsctl as {owner}, or start a tarsd of your own (tarsd --vault PATH) "
+            "with TARS_SOCKET unset or set to a path of yours",
+        )
+        self.path = path
+
+
+def _first_reachable(path: Path) -> Path:
+    """The socket itself when it can be looked at, else the nearest folder above it that can:
+    the one whose permissions keep this user out."""
+    for candidate in (path, *path.parents):
+        try:
+            os.stat(candidate)
+            return candidate
+        except OSError:
+            continue
+    return path
+
+
+def _owner(path: Path) -> str:
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return "another user"
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
 class ProtocolError(Exception):
     """The daemon sent something this client cannot read."""
 
@@ -67,6 +107,8 @@ class Client:
     def connect(self) -> Welcome:
         try:
             owner = os.stat(self.path).st_uid
+        except PermissionError as exc:
+            raise PermissionDenied(self.path) from exc
         except OSError:
             owner = os.getuid()  # missing: connect() below says so
         if owner != os.getuid():
@@ -103,6 +145,9 @@ class Client:
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 sock.close()
                 raise DaemonNotRunning(self.path, exc.strerror or str(exc)) from exc
+            except PermissionError as exc:
+                sock.close()
+                raise PermissionDenied(self.path) from exc
             except OSError as exc:
                 sock.close()
                 raise DaemonNotRunning(self.path, str(exc)) from exc
