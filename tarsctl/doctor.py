@@ -1,8 +1,11 @@
 """`tarsctl doctor`: one screen that checks a tars setup and says how to fix what is wrong.
 
-Each check gives ok, warn (works, but worth knowing) or problem (blocks normal use: exit code 1),
-with the fix. It reads the same config as tarsd (file + TARS_* variables), so run it in the shell
-where you run tarsctl. Nothing here runs at tarsctl start-up: cli.py imports it for doctor only.
+Each check gives ok, warn (works, but worth knowing) or problem (blocks search, memory or MCP:
+exit code 1), with the fix. A chat provider that cannot be used is a warning: the rest works without
+one. It reads the same config as tarsd (file + TARS_* variables), so run it in the shell where you
+run tarsctl; when that config names no vault (a second shell beside `tarsd --vault X`), it judges
+the vault, database and model of the tarsd that answers on the socket instead. Nothing here runs at
+tarsctl start-up: cli.py imports it for doctor only.
 """
 
 from __future__ import annotations
@@ -37,8 +40,11 @@ class Doctor:
     def __init__(self, socket: Path | None = None):
         self.socket_override = socket
         self.config = None  # tarsd.config.Config once loaded
-        self.vault_source = ""  # set when the vault comes from the service file, not the config
+        self.vault_source = ""  # set when the vault comes from the service file or the running tarsd, not the config
         self.checks: list[Check] = []
+        self._served = None  # the running tarsd's StatusReply, asked once
+        self._daemon_error: Exception | None = None
+        self._asked = False
 
     def add(self, name: str, status: str, summary: str, fix: str = "") -> None:
         self.checks.append(Check(name, status, summary, fix))
@@ -106,8 +112,12 @@ class Doctor:
         self.config = sources.config
         if not self.config.vault.path:
             self._vault_from_service()
+        if not self.config.vault.path:
+            self._vault_from_daemon()
         from_env = sorted({s.source.removeprefix("env ") for s in sources.settings if s.source.startswith("env ")})
         where = f"{sources.file}" if sources.file_exists else f"no file at {sources.file}: defaults"
+        if self.vault_source:
+            where += f"; no vault in it: the vault of {self.vault_source}"
         self.add("config", "ok", where + (f", plus {', '.join(from_env)}" if from_env else "") + " (see: tarsctl config show)")
 
     def _vault_from_service(self) -> None:
@@ -123,6 +133,16 @@ class Doctor:
         if vault is not None:
             self.config = load_config(vault_path=vault)
             self.vault_source = "the service file"
+
+    def _vault_from_daemon(self) -> None:
+        """A shell with no vault of its own beside a running `tarsd --vault X` (the demo's second
+        shell): what matters is what that tarsd serves, so judge its vault and database."""
+        from tarsd.config import load_config
+
+        served = self.served()
+        if served is not None and served.vault:
+            self.config = load_config(vault_path=served.vault, index_db_path=served.database or None)
+            self.vault_source = "the running tarsd"
 
     def vault(self) -> None:
         from tarsd.config import ConfigError
@@ -141,7 +161,10 @@ class Doctor:
             )
             return
         if not vault.exists():
-            self.add("vault", "problem", f"{vault} does not exist", "create it, or point TARS_VAULT / [vault] path at your vault")
+            fix = "create it, or point TARS_VAULT / [vault] path at your vault"
+            if self.vault_source == "the running tarsd":
+                fix = "put the folder back (tarsd serves it again), or restart tarsd with --vault PATH"
+            self.add("vault", "problem", f"{vault} does not exist", fix)
             return
         if not vault.is_dir():
             self.add("vault", "problem", f"{vault} is not a folder", "point TARS_VAULT / [vault] path at the vault folder")
@@ -200,6 +223,10 @@ class Doctor:
     def model(self) -> None:
         if self.config is None:
             return
+        served = self.served()
+        if served is not None and served.embedder.kind:
+            self._served_model(served.embedder)
+            return
         embedder = self.config.embedder
         if embedder.kind == "none":
             self.add("model", "warn", "no embedder ([embedder] kind = none): keyword search only", 'set [embedder] kind = "local"')
@@ -243,6 +270,18 @@ class Doctor:
         else:
             self.add("model", "ok", f"{embedder.model} is not downloaded yet: tarsd fetches it (about 90 MB) into {cache} on first start")
 
+    def _served_model(self, embedder) -> None:
+        """The running tarsd's embedder: the one searches use, whatever this shell's config says."""
+        what = f"{embedder.model} ({embedder.kind}), in the running tarsd"
+        if embedder.state == "ready":
+            self.add("model", "ok", f"{what}: ready, {embedder.dims} dimensions")
+        elif embedder.state == "disabled":
+            self.add("model", "warn", f"no embedder in the running tarsd ({embedder.reason}): keyword search only", 'set [embedder] kind = "local"')
+        elif embedder.state == "loading":
+            self.add("model", "warn", f"{what}: {embedder.reason}", "keyword search works meanwhile; see tarsctl status")
+        else:
+            self.add("model", "problem", f"{what}: {embedder.reason}", "fix that, then tarsctl index retries at once")
+
     def socket(self) -> None:
         path = self.socket_path()
         size = len(os.fsencode(path))
@@ -269,29 +308,42 @@ class Doctor:
             return
         self.add("socket", "ok", f"{path} ({'its folder is private' if path.parent.exists() else 'tarsd creates its folder, private'})")
 
-    def daemon(self) -> None:
+    def served(self):
+        """The running tarsd's status reply (asked once), or None when it does not answer; the
+        daemon check says why."""
         from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
         from .protocol import Status
 
+        if not self._asked:
+            self._asked = True
+            try:
+                with Client(self.socket_path(), timeout=HTTP_TIMEOUT) as client:
+                    self._served = client.call(Status(id=client.next_id()))
+            except (DaemonNotRunning, ProtocolError, RemoteError, TimeoutError, OSError) as exc:
+                self._daemon_error = exc
+        return self._served
+
+    def daemon(self) -> None:
+        from .client import DaemonNotRunning, PermissionDenied
+
         path = self.socket_path()
-        try:
-            with Client(path, timeout=HTTP_TIMEOUT) as client:
-                reply = client.call(Status(id=client.next_id()))
-        except DaemonNotRunning:
-            self.add(
-                "daemon",
-                "problem",
-                f"tarsd does not answer on {path}",
-                "start it: tarsctl service install (always on), or tarsd --vault PATH (in a terminal)",
-            )
+        reply = self.served()
+        if isinstance(self._daemon_error, (DaemonNotRunning, PermissionDenied)):
+            fix = "start it: tarsctl service install (always on), or tarsd --vault PATH (in a terminal)"
+            if isinstance(self._daemon_error, PermissionDenied):
+                fix = str(self._daemon_error)
+            self.add("daemon", "problem", f"tarsd does not answer on {path}", fix)
             return
-        except (ProtocolError, RemoteError, TimeoutError, OSError) as exc:
-            self.add("daemon", "problem", f"tarsd on {path} answered badly: {exc}", "restart it (tarsctl stop, then start it again)")
+        if reply is None:
+            self.add("daemon", "problem", f"tarsd on {path} answered badly: {self._daemon_error}", "restart it (tarsctl stop, then start it again)")
             return
         counts = reply.counts
         summary = f"answers: {reply.vault}, {counts.get('files', 0)} notes, {counts.get('chunks', 0)} chunks, up {reply.uptime:.0f} s"
         configured = self._configured_vault()
-        if configured is not None and Path(reply.vault) != configured:
+        if not Path(reply.vault).is_dir():
+            fix = "put the folder back (tarsd serves it again), or restart tarsd with --vault PATH"
+            self.add("daemon", "problem", f"{summary}; but {reply.vault} is no longer there", fix)
+        elif configured is not None and Path(reply.vault) != configured:
             fix = f"it serves {reply.vault}, but the config names {configured}: restart it with the right vault"
             self.add("daemon", "warn", summary, fix)
         elif reply.warnings:
@@ -382,6 +434,11 @@ class Doctor:
             self._ollama_model("chat", chat.ollama_host, chat.ollama_model, "chat model", "[chat] ollama_host")
         else:
             self._anthropic(chat)
+        # Search, memory and MCP work without a chat provider: what stops chat only is a warning.
+        for check in self.checks:
+            if check.name == "chat" and check.status == "problem":
+                check.status = "warn"
+                check.summary += " (chat only: search, memory and MCP work without it)"
 
     # ---- helpers ----
 
