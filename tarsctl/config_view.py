@@ -1,6 +1,7 @@
 """`tarsctl config path | show`: where the config file is, and every effective value with where it
 came from (default, file, environment). Reads the config the way tarsd does (tarsd/config_sources.py);
-cli.py imports this module for the config command only.
+a tarsd answering on the socket is asked what it serves, so a shell with no vault of its own (the demo's
+second shell) shows the running one's. cli.py imports this module for the config command only.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ import json
 import sys
 from pathlib import Path
 
+from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
+from .protocol import Status, StatusReply
+
 EXIT_OK, EXIT_FAILED = 0, 1
+ASK_TIMEOUT = 5.0
 
 
 def main(args) -> int:
@@ -45,15 +50,37 @@ def main(args) -> int:
         print(f"{setting.key:<{width}} = {value:<40}  # {setting.source}")
     print("\n# derived")
     for name, value in derived.items():
-        print(f"# {name:<8} {value}")
+        print(f"# {name:<10} {value}")
     return EXIT_OK
 
 
 def _derived(config, socket: Path | None) -> dict[str, str]:
     from tarsd.config import ConfigError
 
+    socket = socket or config.socket_path
+    served = _served(socket)
+    derived = {}
     try:
-        vault, database = str(config.vault_path), str(config.db_path)
+        derived.update(vault=str(config.vault_path), database=str(config.db_path))
     except ConfigError as exc:
-        vault = database = f"(unknown: {exc})"
-    return {"vault": vault, "database": database, "socket": str(socket or config.socket_path)}
+        if served is not None:
+            # No vault here, but a tarsd serves one (started with --vault): that is the one in use.
+            derived.update(vault=served.vault, database=served.database, vault_from="the running tarsd (this config names no vault)")
+        else:
+            derived.update(vault=f"(unknown: {exc})", database=f"(unknown: {exc})")
+    derived["socket"] = str(socket)
+    if served is not None:
+        embedder = served.embedder
+        derived["tarsd"] = f"answers: serves {served.vault}; embedder {embedder.model} ({embedder.kind}, {embedder.state})"
+    else:
+        derived["tarsd"] = f"does not answer on {socket}"
+    return derived
+
+
+def _served(socket: Path) -> StatusReply | None:
+    try:
+        with Client(socket, timeout=ASK_TIMEOUT) as client:
+            reply = client.call(Status(id=client.next_id()))
+    except (DaemonNotRunning, ProtocolError, RemoteError, TimeoutError, OSError):
+        return None
+    return reply if isinstance(reply, StatusReply) else None

@@ -276,7 +276,12 @@ class Doctor:
         if embedder.state == "ready":
             self.add("model", "ok", f"{what}: ready, {embedder.dims} dimensions")
         elif embedder.state == "disabled":
-            self.add("model", "warn", f"no embedder in the running tarsd ({embedder.reason}): keyword search only", 'set [embedder] kind = "local"')
+            self.add(
+                "model",
+                "warn",
+                f"no embedder in the running tarsd ({embedder.reason}): keyword search only",
+                'set [embedder] kind = "local"',
+            )
         elif embedder.state == "loading":
             self.add("model", "warn", f"{what}: {embedder.reason}", "keyword search works meanwhile; see tarsctl status")
         else:
@@ -335,7 +340,12 @@ class Doctor:
             self.add("daemon", "problem", f"tarsd does not answer on {path}", fix)
             return
         if reply is None:
-            self.add("daemon", "problem", f"tarsd on {path} answered badly: {self._daemon_error}", "restart it (tarsctl stop, then start it again)")
+            self.add(
+                "daemon",
+                "problem",
+                f"tarsd on {path} answered badly: {self._daemon_error}",
+                "restart it (tarsctl stop, then start it again)",
+            )
             return
         counts = reply.counts
         summary = f"answers: {reply.vault}, {counts.get('files', 0)} notes, {counts.get('chunks', 0)} chunks, up {reply.uptime:.0f} s"

@@ -88,3 +88,23 @@ def test_the_completion_scripts_know_every_command_and_option():
             ):
                 missing.append(f"{name} {option}")
     assert not missing, missing
+
+
+def test_a_shell_with_no_vault_shows_the_running_tarsds(tmp_path: Path, vault: Path, start_daemon):
+    """The demo's second shell: no TARS_VAULT, no file; the tarsd on the socket serves a vault."""
+    daemon = start_daemon()
+    shell = tmp_path / "shell"
+    shell.mkdir()
+    env = isolated_env(shell, TARS_SOCKET=str(daemon.socket))
+    done = tarsctl(env, "config", "show", "--json")
+    assert done.returncode == 0, done.stderr
+    derived = json.loads(done.stdout)["derived"]
+    assert derived["vault"] == str(vault) and derived["database"] == daemon.env["TARS_DB"]
+    assert derived["vault_from"] == "the running tarsd (this config names no vault)"
+    assert derived["tarsd"] == f"answers: serves {vault}; embedder sentence-transformers/all-MiniLM-L6-v2 (none, disabled)"
+    lines = tarsctl(env, "config", "show").stdout.splitlines()
+    assert f"# vault      {vault}" in lines and not any("no vault configured" in line for line in lines)
+
+    daemon.stop()
+    derived = json.loads(tarsctl(env, "config", "show", "--json").stdout)["derived"]
+    assert derived["vault"].startswith("(unknown: no vault configured") and derived["tarsd"] == f"does not answer on {daemon.socket}"
