@@ -435,13 +435,13 @@ def _index(client: Client, args) -> int:
         _emit_json(final)
         return EXIT_OK
     print(
-        f"{final.scanned} files scanned: {final.indexed} indexed, {final.unchanged} unchanged, "
+        f"{final.scanned} file{'s' * (final.scanned != 1)} scanned: {final.indexed} indexed, {final.unchanged} unchanged, "
         f"{final.deleted} deleted, {final.skipped} skipped ({final.seconds:.2f} s)"
     )
     vectors = f"{final.vectors_embedded} embedded, {final.vectors_from_cache} from cache, {final.pending_vectors} pending"
     if final.pending_vectors and not args.wait and not final.embedder_error:
         vectors += " (made in the background: `tarsctl index --wait` waits for them)"
-    print(f"{final.chunks} chunks written; vectors: {vectors}")
+    print(f"{final.chunks} chunk{'s' * (final.chunks != 1)} written; vectors: {vectors}")
     if final.embedder_error:
         print(f"embedder: {final.embedder_error}")
     for path, problem in sorted(final.problems.items()):
