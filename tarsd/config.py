@@ -32,6 +32,10 @@ class ConfigError(Exception):
     """The configuration cannot be used; the message says which setting and why."""
 
 
+def default_anthropic_key_file() -> str:
+    return str(Path(platformdirs.user_config_dir(APP_NAME)) / "anthropic_key")
+
+
 class VaultConfig(msgspec.Struct, forbid_unknown_fields=True):
     path: str = ""
     # Memory type comes from the path: an exact file name or a folder prefix ending in "/".
@@ -120,8 +124,9 @@ class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
     ollama_model: str = "llama3.2"
     anthropic_model: str = "claude-sonnet-4-5"
     anthropic_base_url: str = ""  # empty: the SDK's default
-    # The API key comes from ANTHROPIC_API_KEY, else from this file (first line).
-    anthropic_key_file: str = "~/.config/tars/anthropic_key"
+    # The API key comes from ANTHROPIC_API_KEY, else from this file (first line). By default
+    # anthropic_key in the config folder, which follows XDG_CONFIG_HOME as the config file does.
+    anthropic_key_file: str = msgspec.field(default_factory=default_anthropic_key_file)
     max_tokens: int = 2048
     max_tool_rounds: int = 5
     request_timeout: float = 120.0

@@ -108,3 +108,32 @@ def test_a_shell_with_no_vault_shows_the_running_tarsds(tmp_path: Path, vault: P
     daemon.stop()
     derived = json.loads(tarsctl(env, "config", "show", "--json").stdout)["derived"]
     assert derived["vault"].startswith("(unknown: no vault configured") and derived["tarsd"] == f"does not answer on {daemon.socket}"
+
+
+def test_the_default_anthropic_key_file_follows_xdg_config_home(tmp_path: Path, start_daemon):
+    """XDG_CONFIG_HOME moves the config file, and the key file beside it: a real tarsd finds the key there."""
+    from fake_llm import FakeAnthropic
+
+    xdg = tmp_path / "xdg"
+    key_file = xdg / "tars" / "anthropic_key"
+    key_file.parent.mkdir(parents=True)
+    key_file.write_text("sk-from-xdg\n", encoding="utf-8")
+    key_file.chmod(0o600)
+    env = isolated_env(tmp_path, XDG_CONFIG_HOME=str(xdg))  # HOME/.config is elsewhere
+    shown = json.loads(tarsctl(env, "config", "show", "--json").stdout)
+    assert {(s["key"], s["value"], s["source"]) for s in shown["settings"] if s["key"] == "anthropic_key_file"} == {
+        ("anthropic_key_file", str(key_file), "default")
+    }
+
+    with FakeAnthropic(script=[{"text": "hello from the fake"}]) as anthropic:
+        daemon = start_daemon(
+            XDG_CONFIG_HOME=str(xdg),
+            HOME=env["HOME"],
+            ANTHROPIC_API_KEY="",  # the key file only
+            TARS_CHAT_PROVIDER="anthropic",
+            TARS_CHAT_ANTHROPIC_BASE_URL=anthropic.url,
+            TARS_CHAT_ANTHROPIC_MODEL="claude-sonnet-4-5",
+        )
+        done = daemon.tarsctl("chat", "hi")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hello from the fake\n"
