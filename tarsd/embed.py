@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +35,8 @@ KNOWN_MAX_SEQUENCE = {
 }
 DEFAULT_BUDGET = 254  # all-MiniLM-L6-v2's 256 less [CLS] and [SEP]
 SPECIAL_TOKENS = 2
+# How long the check that the download site can be reached waits for a connection.
+REACH_TIMEOUT_SECONDS = 10.0
 
 
 class EmbedderUnavailable(Exception):
@@ -314,17 +318,51 @@ class LocalEmbedder(Embedder):
             raise EmbedderUnavailable(f"fastembed is not installed ({exc}); reinstall tars with pip") from exc
         _quiet_fastembed()
         try:
-            # lazy_load: fetch the files (a no-op when they are there) without loading the model.
-            TextEmbedding(model_name=name, cache_dir=str(cache), lazy_load=True)
-        except Exception as exc:  # fastembed raises bare Exceptions and ValueErrors
-            raise EmbedderUnavailable(
-                f"cannot load or download the embedding model {name} into {cache}: {exc}; "
-                "connect to the internet once, or set TARS_MODEL_DIR to a local copy"
-            ) from exc
+            # The copy in the cache, if there is one: no network needed.
+            TextEmbedding(model_name=name, cache_dir=str(cache), lazy_load=True, local_files_only=True)
+        except Exception:  # fastembed raises bare Exceptions and ValueErrors: not downloaded yet
+            # fastembed retries an unreachable site for about 40 s, with sleeps, while status can
+            # only say "still downloading": a name that does not resolve or a refused connection
+            # ends the attempt now, saying so and where a copy of the model comes from.
+            self._check_download_site(name, cache)
+            try:
+                # lazy_load: fetch the files without loading the model.
+                TextEmbedding(model_name=name, cache_dir=str(cache), lazy_load=True)
+            except Exception as exc:
+                raise EmbedderUnavailable(
+                    f"cannot download the embedding model {name} into {cache}: {str(exc).rstrip('.')}; {_model_copy_hint(name, cache)}"
+                ) from exc
         found = sorted((p for p in cache.rglob("tokenizer.json") if "folded" not in p.parts), key=lambda p: "minilm" not in str(p).lower())
         if not found:
             raise EmbedderUnavailable(f"the model {name} in {cache} has no tokenizer.json; delete {cache} and restart to download it again")
         return found[0].parent
+
+    @staticmethod
+    def _check_download_site(name: str, cache: Path) -> None:
+        """Raise EmbedderUnavailable when the model hub's host name does not resolve or its port
+        refuses: the download cannot work. A site that accepts but is slow is left to fastembed."""
+        from huggingface_hub import constants
+
+        if constants.HF_HUB_OFFLINE:
+            return  # fastembed then looks in the cache only, and says so
+        endpoint = constants.ENDPOINT
+        site = urllib.parse.urlsplit(endpoint)
+        host, port = site.hostname or "", site.port or (443 if site.scheme == "https" else 80)
+        try:
+            addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            reason = f"the name {host} does not resolve ({exc.strerror or exc}): no network, or no DNS"
+            raise EmbedderUnavailable(f"cannot download the embedding model {name}: {reason}; {_model_copy_hint(name, cache)}") from exc
+        try:
+            family, kind, proto, _, address = addresses[0]
+            with socket.socket(family, kind, proto) as probe:
+                probe.settimeout(REACH_TIMEOUT_SECONDS)
+                probe.connect(address)
+        except TimeoutError:
+            return  # slow, perhaps a proxy: fastembed tries, and status says it is downloading
+        except OSError as exc:
+            reason = f"{endpoint} cannot be reached ({exc.strerror or exc})"
+            raise EmbedderUnavailable(f"cannot download the embedding model {name}: {reason}; {_model_copy_hint(name, cache)}") from exc
 
     def _fastembed(self, model_dir: Path, threads: int | None):
         from fastembed import TextEmbedding
@@ -377,6 +415,19 @@ class LocalEmbedder(Embedder):
         vectors = np.empty_like(stacked)
         vectors[order] = stacked
         return _normalise(vectors)
+
+
+def _model_copy_hint(name: str, cache: Path) -> str:
+    """Where a copy of the model comes from, for a machine that cannot download it."""
+    from fastembed import TextEmbedding
+
+    repo = next((m["sources"].get("hf") for m in TextEmbedding.list_supported_models() if m["model"] == name), None)
+    source = f"the files of https://huggingface.co/{repo} (model.onnx and the tokenizer and config .json files)" if repo else name
+    return (
+        "tarsd downloads it once (about 90 MB) when the internet is there; without it, set [embedder] model_dir "
+        f"(or TARS_MODEL_DIR) to a copy of the model folder: {source} fetched on another machine, or the folder "
+        f"that tarsd downloaded into {cache} there; `tarsctl index` retries at once"
+    )
 
 
 def _quiet_fastembed() -> None:

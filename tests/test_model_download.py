@@ -1,0 +1,37 @@
+"""Offline start: a model hub whose name does not resolve, or whose port refuses, ends the
+download attempt at once with what happened and where a copy of the model comes from (not
+"still downloading" for the ~40 s fastembed spends retrying with sleeps). Real tarsd, real sockets."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import write
+from daemon_harness import wait_for
+from user_env import closed_port_url
+
+# Well under fastembed's own retries (3 attempts, 3 s and 9 s sleeps between them), with room for a loaded machine.
+PROMPT_SECONDS = 10.0
+
+
+@pytest.mark.parametrize(
+    ("site", "said"),
+    [("unresolvable", "the name tars-no-such-host.invalid does not resolve"), ("closed", "cannot be reached (Connection refused)")],
+)
+def test_an_unreachable_download_site_ends_the_attempt_at_once(start_daemon, vault: Path, tmp_path: Path, site: str, said: str):
+    write(vault, "garden.md", "# Garden\n\nTomatoes want six hours of sun.\n")
+    hub = "https://tars-no-such-host.invalid" if site == "unresolvable" else closed_port_url()
+    daemon = start_daemon(embedder="local", TARS_MODEL_DIR="", HF_ENDPOINT=hub, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    asked = time.monotonic()  # tarsd answers on its socket: the load attempt has begun
+    embedder = wait_for(lambda: (e := daemon.status().embedder).state == "unavailable" and e, "the failed download")
+    assert time.monotonic() - asked < PROMPT_SECONDS, embedder.reason
+    reason = embedder.reason
+    assert reason.startswith("cannot download the embedding model sentence-transformers/all-MiniLM-L6-v2: ") and said in reason
+    assert "set [embedder] model_dir (or TARS_MODEL_DIR) to a copy of the model folder" in reason
+    assert "https://huggingface.co/Qdrant/all-MiniLM-L6-v2-onnx" in reason and str(tmp_path / "cache" / "tars" / "models") in reason
+    assert ".;" not in reason
+    # Keyword search serves meanwhile, and says why there are no vectors.
+    assert daemon.search("tomatoes") == ["garden.md"]
