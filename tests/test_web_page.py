@@ -166,3 +166,45 @@ def test_search_and_chat_in_a_real_browser(http_daemon, vault, fake_ollama, brow
     phone.fill("#token", web.token)
     phone.press("#token", "Enter")
     phone.wait_for_selector("#app:not([hidden])")
+
+
+def test_the_chat_stays_in_view_after_a_search_and_the_phone_header_shows_the_whole_status(http_daemon, vault, fake_ollama, browser):
+    for n in range(30):
+        write(vault, f"Bake {n:02}.md", f"# Bake {n:02}\n\nSourdough bake number {n}: feed the starter, then bake at 250 °C.\n")
+    fake_ollama.script = [{"text": "Feed the starter the evening before.", "delay": 0.05}]
+    web = http_daemon()
+    page = browser.new_page()  # 1280x800
+    page.goto(f"{web.url}#token={web.token}")
+    expect(page.locator("#state")).to_contain_text("30 notes")
+
+    page.fill("#q", "sourdough bake")
+    expect(page.locator(".hit")).to_have_count(20)
+    # The results are far longer than the window: they scroll inside their own pane.
+    assert page.locator(".hit").last.bounding_box()["y"] > DESKTOP["height"]
+
+    page.fill("#message", "when do I feed the starter?")
+    page.press("#message", "Enter")
+    expect(page.locator(".message-assistant .body")).to_have_text("Feed the starter the evening before.")
+    expect(page.locator(".message-assistant.streaming")).to_have_count(0)
+    assert page.evaluate("window.scrollY") == 0
+    for selector in (".message >> nth=-1", "#message"):
+        box = page.locator(selector).bounding_box()
+        assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= DESKTOP["height"], (selector, box)
+    shot(page, "desktop-chat-after-search")
+
+    # Opened again, the page says how many messages came before, and where they are.
+    page.goto(web.url)
+    expect(page.locator("#chat-note")).to_contain_text("Carrying on the conversation “web”: 2 earlier messages, not shown here")
+    expect(page.locator("#chat-note")).to_contain_text("they reach a session log when you press New chat")
+
+    # A phone: the status wraps instead of being cut.
+    phone = browser.new_page()
+    phone.set_viewport_size(PHONE)
+    phone.goto(web.url)
+    state = phone.locator("#state")
+    expect(state).to_have_text(f"{vault.name} · 30 notes · keywords only")
+    box = state.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    assert state.evaluate("node => node.scrollWidth <= node.clientWidth")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot(phone, "phone-header")

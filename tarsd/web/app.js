@@ -309,13 +309,26 @@
     }
   });
 
+  const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
+
+  // The page shows only what was said in this tab: say how much came before, and where it is.
+  function resumedNote(conversation) {
+    const logged = conversation.messages - conversation.unlogged;
+    const where = [
+      logged > 0 ? `${logged} of them already in a session log in sessions/ (search finds them)` : "",
+      conversation.unlogged > 0 ? `${conversation.unlogged === conversation.messages ? "they reach" : "the rest reach"} a session log when you press New chat` : "",
+    ].filter(Boolean);
+    return (
+      `Carrying on the conversation “${CONVERSATION}”: ${plural(conversation.messages, "earlier message")}, ` +
+      `not shown here (from this or another browser); ${where.join("; ")}. tars remembers them.`
+    );
+  }
+
   async function describeConversation() {
     try {
       const listed = await json(await api("/conversations?limit=1000"));
       const ours = listed.conversations.find((c) => c.id === CONVERSATION);
-      $("chat-note").textContent = ours
-        ? `Carrying on the conversation “${CONVERSATION}” (${ours.messages} messages so far). New chat ends it and writes its session log.`
-        : "";
+      $("chat-note").textContent = ours && ours.messages > 0 ? resumedNote(ours) : "";
     } catch (_) {
       // the note is a help, nothing more
     }
