@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, write
+from daemon_harness import wait_for
 from fake_llm import FakeAnthropic, FakeOllama
 from user_env import closed_port_url, isolated_env
 
@@ -55,6 +56,8 @@ def healthy(tmp_path: Path, vault: Path, model_dir: Path, ollama: FakeOllama, st
     write(vault, "Memory.md", "# Me\n\n- I bake sourdough\n")
     write(vault, "Sourdough.md", "# Sourdough\n\nBake at 250 C with steam.\n")
     daemon = start_daemon("local", TARS_CHAT_OLLAMA_HOST=ollama.url, TARS_CHAT_OLLAMA_MODEL="fake-chat")
+    # doctor judges the running tarsd's model: a model still loading is a warning, not yet healthy.
+    wait_for(lambda: daemon.status().embedder.state == "ready", "the model to load")
     return daemon, isolated_env(tmp_path, daemon.env, TARS_VAULT=str(vault))
 
 
