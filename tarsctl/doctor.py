@@ -333,10 +333,11 @@ class Doctor:
 
         path = self.socket_path()
         reply = self.served()
-        if isinstance(self._daemon_error, (DaemonNotRunning, PermissionDenied)):
+        if isinstance(self._daemon_error, PermissionDenied):  # its message says whose it is and what to do
+            self.add("daemon", "problem", str(self._daemon_error))
+            return
+        if isinstance(self._daemon_error, DaemonNotRunning):
             fix = "start it: tarsctl service install (always on), or tarsd --vault PATH (in a terminal)"
-            if isinstance(self._daemon_error, PermissionDenied):
-                fix = str(self._daemon_error)
             self.add("daemon", "problem", f"tarsd does not answer on {path}", fix)
             return
         if reply is None:
