@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -348,6 +349,8 @@ class LocalEmbedder(Embedder):
         endpoint = constants.ENDPOINT
         site = urllib.parse.urlsplit(endpoint)
         host, port = site.hostname or "", site.port or (443 if site.scheme == "https" else 80)
+        if site.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(host):
+            return  # through a proxy (HTTPS_PROXY): the proxy resolves the name, not this machine
         try:
             addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
@@ -424,9 +427,10 @@ def _model_copy_hint(name: str, cache: Path) -> str:
     repo = next((m["sources"].get("hf") for m in TextEmbedding.list_supported_models() if m["model"] == name), None)
     source = f"the files of https://huggingface.co/{repo} (model.onnx and the tokenizer and config .json files)" if repo else name
     return (
-        "tarsd downloads it once (about 90 MB) when the internet is there; without it, set [embedder] model_dir "
-        f"(or TARS_MODEL_DIR) to a copy of the model folder: {source} fetched on another machine, or the folder "
-        f"that tarsd downloaded into {cache} there; `tarsctl index` retries at once"
+        f"tarsd downloads it once (about 90 MB, into {cache}) when the internet is there; without it, set "
+        f"[embedder] model_dir (or TARS_MODEL_DIR) to a copy of the model folder: {source} fetched on another "
+        "machine, or the folder holding model.onnx in the tars model cache of a machine that downloaded it; "
+        "`tarsctl index` retries at once"
     )
 
 

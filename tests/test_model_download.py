@@ -4,6 +4,7 @@ download attempt at once with what happened and where a copy of the model comes 
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -35,3 +36,25 @@ def test_an_unreachable_download_site_ends_the_attempt_at_once(start_daemon, vau
     assert ".;" not in reason
     # Keyword search serves meanwhile, and says why there are no vectors.
     assert daemon.search("tomatoes") == ["garden.md"]
+
+
+def test_through_a_proxy_the_name_is_left_to_the_proxy(start_daemon, vault: Path, tmp_path: Path):
+    """With HTTPS_PROXY set, this machine need not resolve the hub's name: the download goes on."""
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen(8)
+        proxy.settimeout(60)
+        daemon = start_daemon(
+            embedder="local",
+            TARS_MODEL_DIR="",
+            HF_ENDPOINT="https://tars-no-such-host.invalid",
+            HTTPS_PROXY=f"http://127.0.0.1:{proxy.getsockname()[1]}",
+            NO_PROXY="",
+            XDG_CACHE_HOME=str(tmp_path / "cache"),
+        )
+        connection, _ = proxy.accept()  # the download asks the proxy: never answered here
+        with connection:
+            connection.settimeout(60)
+            assert connection.recv(200).startswith(b"CONNECT tars-no-such-host.invalid:443")
+            embedder = daemon.status().embedder
+            assert embedder.state == "loading" and "downloading" in embedder.reason
