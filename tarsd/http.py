@@ -118,8 +118,10 @@ STATUS_OF_CODE = {
 }
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment line while a model thinks, so proxies keep the stream open
 TOKEN_HINT = "send Authorization: Bearer TOKEN; `tarsctl http token` prints it"
-# The listen queue, and how many connections asyncio accepts at once before any is looked at.
+# How many connections asyncio accepts at once before any is looked at; the kernel's queue of
+# connections not accepted yet.
 ACCEPT_BACKLOG = 64
+LISTEN_QUEUE = 1024
 STOP_GRACE_SECONDS = 2.0  # open requests get this long to finish when tarsd stops; then they are cancelled
 CLOSE_TIMEOUT_SECONDS = 3.0
 DEFAULT_CONVERSATION = "web"
@@ -675,6 +677,14 @@ class _Uvicorn(uvicorn.Server):
     def capture_signals(self):
         # tarsd owns SIGTERM and SIGINT (main.py) and stops this server itself.
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # asyncio listens with the backlog it accepts at once (ACCEPT_BACKLOG, kept small for the
+        # file descriptors); the kernel's queue is made longer again, so that in a flood of
+        # connections a real one is queued rather than dropped (a dropped SYN waits 1 s or more).
+        for sock in sockets or []:
+            sock.listen(LISTEN_QUEUE)
 
 
 def listen(host: str, port: int, backlog: int) -> socket.socket:

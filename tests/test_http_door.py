@@ -39,6 +39,16 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return True
 
 
+def accept_queue(port: int) -> int:
+    """Connections to the listener on ``port`` that the kernel holds for tarsd to accept: for a
+    listening socket, /proc/net/tcp's rx_queue is its accept queue."""
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # 0A: LISTEN
+            return int(fields[4].split(":")[1], 16)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
 class Dribbler(threading.Thread):
     """Sends one more header byte on every connection every ``every`` seconds, as a slowloris does."""
 
@@ -64,18 +74,24 @@ def test_a_thousand_slow_requests_cannot_hold_the_door_shut(start_daemon):
     daemon = start_daemon(open_files=1024, TARS_HTTP_ENABLED="true", TARS_HTTP_PORT="0")
     web = Web(daemon)
     port = port_of(web)
+    # What a search and an HTTP request open and keep (database readers) is open before counting.
+    assert daemon.search("anything") == []
+    with web.client() as client:
+        assert client.get("/status").status_code == 200
     before = open_files(daemon.process.pid)
     slow: list[socket.socket] = []
     dribbler = Dribbler(slow, every=2.0)
     try:
         for _ in range(SLOW_CONNECTIONS):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
             try:
                 sock.sendall(f"GET /status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode())
             except OSError:
                 pass  # already closed to make room for a newer one
             slow.append(sock)
         dribbler.start()
+        # The attack is in place once tarsd has taken in every connection (some of which it closed).
+        wait_for(lambda: accept_queue(port) == 0, "tarsd to accept the slow connections", deadline=30)
         for _ in range(5):  # each on a new connection, while the slow ones are held
             started = time.monotonic()
             with web.client(timeout=10) as client:
