@@ -122,6 +122,7 @@ TOKEN_HINT = "send Authorization: Bearer TOKEN; `tarsctl http token` prints it"
 # connections not accepted yet.
 ACCEPT_BACKLOG = 64
 LISTEN_QUEUE = 1024
+CROWDED_LOG_SECONDS = 60.0  # at most one log line a minute about connections closed to make room
 STOP_GRACE_SECONDS = 2.0  # open requests get this long to finish when tarsd stops; then they are cancelled
 CLOSE_TIMEOUT_SECONDS = 3.0
 DEFAULT_CONVERSATION = "web"
@@ -606,13 +607,25 @@ class _GuardedH11(H11Protocol):
     gate: ConnectionGate  # set on the subclass that HttpDoor.start makes
     header_timeout: float
     body_timeout: float
+    warned_at = float("-inf")  # when the caps were last said to be reached, in the log
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
         self._reading: object = None  # the h11 state the running deadline is for
-        for connection in self.gate.admit(self, client_key(self.client[0] if self.client else "unknown")):
+        client = client_key(self.client[0] if self.client else "unknown")
+        closing = self.gate.admit(self, client)
+        for connection in closing:
             connection.transport.close()
+        if closing and self.loop.time() - type(self).warned_at > CROWDED_LOG_SECONDS:
+            type(self).warned_at = self.loop.time()
+            log.warning(
+                "HTTP: a new connection from %s found the connections at their cap (%d per client, %d in all): "
+                "closing the longest idle to make room (a stuck client, or someone holding the door; said once a minute)",
+                client,
+                self.gate.per_client,
+                self.gate.total,
+            )
         if not transport.is_closing():
             self._watch()
 
