@@ -1,6 +1,8 @@
 """`tarsctl http token | url`: the HTTP listener's bearer token, and the web page's address with
-the token in its #fragment (a fragment never reaches the server, so it is in no log). Works
-without the daemon; cli.py imports this module for the http command only.
+the token in its #fragment (a fragment never reaches the server, so it is in no log). `token`
+works without the daemon; `url` only when tarsd itself says, over its socket, that its listener
+is up: otherwise whatever holds the port would be handed the token by the browser. cli.py
+imports this module for the http command only.
 """
 
 from __future__ import annotations
@@ -39,22 +41,29 @@ def main(args) -> int:
         if args.rotate:
             print("a new token: tarsd takes it at once; pages opened with the old one ask for the new one", file=sys.stderr)
         return EXIT_OK
-    print(f"{page_url(config, getattr(args, 'socket', None))}#token={token}")
+    url, problem = listening_url(getattr(args, "socket", None))
+    if not url:
+        print(f"tarsctl: no web page address: {problem}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{url}#token={token}")
     return EXIT_OK
 
 
-def page_url(config, socket: Path | None) -> str:
-    """Where the page is: from tarsd itself when it runs (the port it really got), else from the config."""
-    from tarsd.http_guard import page_url as configured
-
-    from .client import Client
+def listening_url(socket: Path | None) -> tuple[str, str]:
+    """(the page's address, "") from tarsd's own status: the port it really listens on; else
+    ("", why not). Never the configured address on trust: when tarsd is not listening there,
+    another program may be, and opening the address would give it the token."""
+    from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
     from .protocol import Status
 
     try:
         with Client(socket, timeout=5) as client:
-            url = client.call(Status(id=client.next_id())).http.url
-        if url:
-            return url
-    except Exception:
-        pass  # not running (or an older tarsd): the configured address
-    return configured(config.http.host, config.http.port)
+            http = client.call(Status(id=client.next_id())).http
+    except DaemonNotRunning as exc:
+        return "", f"{exc} (the page is served by tarsd itself)"
+    except (ProtocolError, RemoteError, OSError) as exc:
+        return "", f"tarsd did not say where it listens ({exc})"
+    if http.url:
+        return http.url, ""
+    why = http.error or "its HTTP listener is off"
+    return "", f"tarsd is not listening for HTTP: {why}"

@@ -424,7 +424,7 @@ class HttpStatus(msgspec.Struct):
     lan: bool = False  # listening beyond loopback
     error: str = ""  # why it is not listening, and what to do
     requests: int = 0  # answered since start
-    auth_failures: int = 0  # requests refused for a missing or wrong token
+    auth_failures: int = 0  # requests refused for a wrong token (a missing one is not counted)
     rate_limited: int = 0  # refused with 429 after repeated failures
 
 

@@ -165,6 +165,16 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
     # that, 429 with Retry-After.
     auth_failures_burst: int = 5
     auth_failures_per_second: float = 1.0
+    # Open connections: at most this many from one client (every loopback address is one client)
+    # and in all (fewer when file descriptors are short). At a cap, the connection idle longest
+    # (no request in progress) is closed to make room; when none is idle, the new one is.
+    max_connections_per_client: int = 32
+    max_connections: int = 128
+    # A request's headers must arrive within header_timeout_seconds of its first byte (of the
+    # connection, for the first request), its body within body_timeout_seconds after them;
+    # otherwise the connection is closed.
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
     # MCP over streamable HTTP at /mcp (the tools of `tarsctl mcp`), behind the same token.
     mcp: bool = True
 

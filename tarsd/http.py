@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import resource
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,13 +36,16 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import h11
 import msgspec
 import uvicorn
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tarsctl.protocol import (
     MAX_REQUEST_BYTES,
@@ -67,9 +71,9 @@ from tarsctl.protocol import (
 )
 
 from . import __version__
-from .http_guard import FailureLimiter, HostPolicy, bracketed, is_loopback, page_url, retry_after_header
+from .http_guard import ConnectionGate, FailureLimiter, HostPolicy, bracketed, client_key, is_loopback, page_url, retry_after_header
 from .http_token import TokenCheck, TokenError, ensure_token
-from .server import Peer
+from .server import FD_RESERVE, Peer
 
 if TYPE_CHECKING:
     from .config import HttpConfig
@@ -113,6 +117,12 @@ STATUS_OF_CODE = {
     "provider_error": 502,
 }
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment line while a model thinks, so proxies keep the stream open
+TOKEN_HINT = "send Authorization: Bearer TOKEN; `tarsctl http token` prints it"
+# How many connections asyncio accepts at once before any is looked at; the kernel's queue of
+# connections not accepted yet.
+ACCEPT_BACKLOG = 64
+LISTEN_QUEUE = 1024
+CROWDED_LOG_SECONDS = 60.0  # at most one log line a minute about connections closed to make room
 STOP_GRACE_SECONDS = 2.0  # open requests get this long to finish when tarsd stops; then they are cancelled
 CLOSE_TIMEOUT_SECONDS = 3.0
 DEFAULT_CONVERSATION = "web"
@@ -227,10 +237,15 @@ async def read_body(request: Request, shape: type) -> Any:
     if declared is not None and declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
         raise HttpError(413, "too_large", f"a body of {declared} bytes is over the {MAX_REQUEST_BYTES}-byte limit")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_REQUEST_BYTES:
-            raise HttpError(413, "too_large", f"the body is over the {MAX_REQUEST_BYTES}-byte limit")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_REQUEST_BYTES:
+                raise HttpError(413, "too_large", f"the body is over the {MAX_REQUEST_BYTES}-byte limit")
+    except ClientDisconnect:
+        # The client went away, or its body was too slow to arrive and the connection was closed:
+        # nobody reads this answer, but it ends the request without a traceback.
+        raise HttpError(408, "timeout", "the connection closed before the whole body arrived") from None
     try:
         return msgspec.json.decode(bytes(body) or b"{}", type=shape)
     except msgspec.ValidationError as exc:
@@ -310,7 +325,14 @@ class Guard:
         if path in PUBLIC:
             return None
         address = (scope.get("client") or ("unknown", 0))[0]
-        wait = self.limiter.retry_after(address)
+        scheme, _, presented = headers.get("authorization", "").partition(" ")
+        presented = presented.strip() if scheme.lower() == "bearer" else ""
+        if not presented:
+            # Not counted as a failure: it guesses nothing, and any web page can make the browser
+            # send such a request (an <img> from 127.0.0.1), which would lock the user out.
+            return self.unauthorized(scope, path, address, "no token", "a valid bearer token is needed", TOKEN_HINT)
+        client = client_key(address)
+        wait = self.limiter.retry_after(client)
         if wait > 0:
             self.counters.rate_limited += 1
             return json_response(
@@ -318,20 +340,26 @@ class Guard:
                 429,
                 {"Retry-After": retry_after_header(wait)},
             )
-        scheme, _, presented = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and self.token.matches(presented.strip()):
+        verdict = self.token.check(presented)
+        if verdict:
             return None
-        self.limiter.failed(address)
+        if verdict is None:
+            # No token is right while the file cannot be trusted: the user has to fix the file,
+            # not find another token (the page keeps the one it has on this answer).
+            self.log_refusal(scope, path, address, "the token file cannot be used")
+            return error_response(Error(code="unavailable", message=self.token.error, hint="then send the request again"))
+        self.limiter.failed(client)
         self.counters.auth_failures += 1
+        return self.unauthorized(scope, path, address, "wrong token", "the bearer token is wrong", TOKEN_HINT)
+
+    def unauthorized(self, scope: dict, path: str, address: str, why: str, message: str, hint: str) -> Response:
+        self.log_refusal(scope, path, address, why)
+        return json_response(Error(code="unauthorized", message=message, hint=hint), 401, {"WWW-Authenticate": "Bearer"})
+
+    def log_refusal(self, scope: dict, path: str, address: str, why: str) -> None:
         if self._logged_failures < 20:  # enough to notice; never a flood in the journal
             self._logged_failures += 1
-            log.warning("HTTP: refused %s %s from %s: %s", scope.get("method"), path, address, "wrong token" if presented else "no token")
-        hint = "send Authorization: Bearer TOKEN; `tarsctl http token` prints it"
-        if self.token.error:
-            hint = self.token.error
-        return json_response(
-            Error(code="unauthorized", message="a valid bearer token is needed", hint=hint), 401, {"WWW-Authenticate": "Bearer"}
-        )
+            log.warning("HTTP: refused %s %s from %s: %s", scope.get("method"), path, address, why)
 
 
 # ---- the app ----
@@ -569,11 +597,107 @@ def _describe(app: FastAPI) -> None:
 # ---- the listener, on tarsd's own event loop ----
 
 
+class _GuardedH11(H11Protocol):
+    """uvicorn's HTTP/1.1 connection with the two things it lacks against a neighbour holding the
+    door shut (slowloris): a deadline for a request's headers and one for its body (uvicorn has
+    only a keep-alive timeout, and every byte received cancels it), and the caps on open
+    connections per client and in all (``ConnectionGate``), checked as each connection is accepted,
+    before it can cost more than its file descriptor."""
+
+    gate: ConnectionGate  # set on the subclass that HttpDoor.start makes
+    header_timeout: float
+    body_timeout: float
+    warned_at = float("-inf")  # when the caps were last said to be reached, in the log
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._reading: object = None  # the h11 state the running deadline is for
+        client = client_key(self.client[0] if self.client else "unknown")
+        closing = self.gate.admit(self, client)
+        for connection in closing:
+            connection.transport.close()
+        if closing and self.loop.time() - type(self).warned_at > CROWDED_LOG_SECONDS:
+            type(self).warned_at = self.loop.time()
+            log.warning(
+                "HTTP: a new connection from %s found the connections at their cap (%d per client, %d in all): "
+                "closing the longest idle to make room (a stuck client, or someone holding the door; said once a minute)",
+                client,
+                self.gate.per_client,
+                self.gate.total,
+            )
+        if not transport.is_closing():
+            self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gate.release(self)
+        self._unwatch()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch()
+
+    def _watch(self) -> None:
+        """After anything that moves the connection on: is a request in progress (not to be closed
+        to make room), and is a request being read (under a deadline)?"""
+        if self.cycle is None or self.cycle.response_complete:
+            self.gate.idle(self)
+        else:
+            self.gate.busy(self)
+        state = self.conn.their_state
+        if self.transport.is_closing() or state not in (h11.IDLE, h11.SEND_BODY):
+            return self._unwatch()
+        if state is h11.IDLE and self.timeout_keep_alive_task is not None:
+            return self._unwatch()  # between requests, before any byte of the next: uvicorn's keep-alive timeout
+        if state is not self._reading:  # a new phase: the headers (from the first byte), then the body
+            self._unwatch()
+            self._reading = state
+            limit = self.header_timeout if state is h11.IDLE else self.body_timeout
+            self._deadline = self.loop.call_later(limit, self._too_slow)
+
+    def _unwatch(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline, self._reading = None, None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            what = "headers" if self._reading is h11.IDLE else "body"
+            log.debug("HTTP: closed a connection from %s: its request's %s were too slow to arrive", self.client, what)
+            self.transport.close()
+
+
+def connection_budget(configured: int, socket_connections: int) -> int:
+    """HTTP connections open at once: the configured number, less when file descriptors are
+    short. The Unix socket's own connections and the daemon's reserve (the database, the
+    watcher, the model) come first, so that an HTTP flood never stops tarsctl; so do the
+    connections accepted but not yet closed in a flood: asyncio accepts up to the backlog at
+    each turn of the loop, and a connection over the cap is closed three turns later."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return configured
+    return max(8, min(configured, soft - FD_RESERVE - socket_connections - 4 * ACCEPT_BACKLOG))
+
+
 class _Uvicorn(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self):
         # tarsd owns SIGTERM and SIGINT (main.py) and stops this server itself.
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # asyncio listens with the backlog it accepts at once (ACCEPT_BACKLOG, kept small for the
+        # file descriptors); the kernel's queue is made longer again, so that in a flood of
+        # connections a real one is queued rather than dropped (a dropped SYN waits 1 s or more).
+        for sock in sockets or []:
+            sock.listen(LISTEN_QUEUE)
 
 
 def listen(host: str, port: int, backlog: int) -> socket.socket:
@@ -612,6 +736,7 @@ class HttpDoor:
         self._uvicorn: _Uvicorn | None = None
         self._stopping: asyncio.Future | None = None
         self._lifespans = contextlib.AsyncExitStack()
+        self.gate: ConnectionGate | None = None
 
     def dispatch(self, request: Message) -> AsyncIterator[Message]:
         assert self._stopping is not None
@@ -635,10 +760,17 @@ class HttpDoor:
             if token.error:
                 raise HttpStartError(token.error)
             limiter = FailureLimiter(settings.auth_failures_burst, settings.auth_failures_per_second)
+            total = connection_budget(settings.max_connections, self.server.max_connections)
+            self.gate = ConnectionGate(min(settings.max_connections_per_client, total), total)
+            if not (settings.header_timeout_seconds > 0 and settings.body_timeout_seconds > 0):
+                raise ValueError(
+                    "[http] header_timeout_seconds and body_timeout_seconds must be above 0 "
+                    f"(got {settings.header_timeout_seconds}, {settings.body_timeout_seconds})"
+                )
         except (OSError, ValueError, TokenError) as exc:
             raise HttpStartError(str(exc)) from exc
         try:
-            sock = listen(host, settings.port, backlog=128)
+            sock = listen(host, settings.port, backlog=ACCEPT_BACKLOG)
         except OSError as exc:
             raise HttpStartError(
                 f"cannot listen on {bracketed(host)}:{settings.port}: {exc.strerror or exc}; "
@@ -651,16 +783,23 @@ class HttpDoor:
         self._stopping = loop.create_future()
         mounts = [factory(self.dispatch) for factory in self.mounts]
         app = Guard(build_app(self.dispatch, self._stopping, mounts), policy, token, limiter, self.counters)
+        protocol = type(
+            "GuardedH11",
+            (_GuardedH11,),
+            {"gate": self.gate, "header_timeout": settings.header_timeout_seconds, "body_timeout": settings.body_timeout_seconds},
+        )
         config = uvicorn.Config(
             app,
             lifespan="off",
-            http="h11",
+            http=protocol,
             ws="none",
             log_config=None,  # tarsd's logging; no access log (paths and addresses only; tokens never travel in URLs)
             access_log=False,
             server_header=False,
+            backlog=ACCEPT_BACKLOG,
             proxy_headers=False,  # the peer address is the one rate-limited; a local process could forge X-Forwarded-For
-            limit_concurrency=self.server.daemon.config.daemon.max_connections,
+            # No limit_concurrency: it answers 503 to every request while as many connections are
+            # open, however idle; the gate caps connections instead, closing idle ones to make room.
             timeout_graceful_shutdown=STOP_GRACE_SECONDS,
         )
         try:

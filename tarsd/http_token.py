@@ -2,8 +2,10 @@
 
 By default the file is ``http_token`` beside the config file (``[http] token_file`` moves it).
 tarsd makes it when the listener first starts; ``tarsctl http token`` prints it (and makes it
-when tarsd has not yet). tarsd re-reads the file when it changes, so ``tarsctl http token
---rotate`` takes effect at once. Standard library only: tarsctl imports this module.
+when tarsd has not yet). tarsd looks at the file on every request that presents a token and
+re-reads it when it changes, so ``tarsctl http token --rotate`` takes effect at once, and a file
+that others can read (or that changed owner) stops every token at once. Standard library only:
+tarsctl imports this module.
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ def read_token(path: Path) -> str:
             raise TokenError(f"the HTTP token file {path} belongs to uid {info.st_uid}, not to you: remove it to make a new one")
         if info.st_mode & 0o077:
             mode = stat.S_IMODE(info.st_mode)
-            raise TokenError(f"the HTTP token file {path} can be read by others (mode {mode:o}): run `chmod 600 {path}`")
+            raise TokenError(
+                f"the HTTP token file {path} can be read by others (mode {mode:o}): run `chmod 600 {path}`, "
+                "and `tarsctl http token --rotate` if anyone else may have read it"
+            )
         data = os.read(fd, 4096)
     finally:
         os.close(fd)
@@ -86,13 +91,17 @@ def read_token(path: Path) -> str:
 
 
 class TokenCheck:
-    """Compares presented tokens with the file's, in constant time; re-reads the file when it changes."""
+    """Compares presented tokens with the file's, in constant time.
+
+    The file is looked at (one stat) on every check: its mode and owner are judged each time, and
+    the token is re-read when anything about the file changed (a chmod or chown changes its
+    ctime, a rotation its inode)."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns) of the file last read
+        self._seen: tuple[int, ...] | None = None  # what the stat of the file last read said
         self._token: bytes | None = None
-        self.error = ""
+        self.error = ""  # why the file cannot be used now; "" when it can
         self._load()
 
     def _load(self) -> None:
@@ -102,7 +111,7 @@ class TokenCheck:
             self._seen, self._token = None, None
             self.error = f"the HTTP token file {self.path} is gone: `tarsctl http token` makes a new one"
             return
-        key = (info.st_ino, info.st_size, info.st_mtime_ns)
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_uid)
         if key == self._seen:
             return
         try:
@@ -113,8 +122,13 @@ class TokenCheck:
             self.error = str(exc)
         self._seen = key
 
-    def matches(self, presented: str) -> bool:
+    def check(self, presented: str) -> bool | None:
+        """True for the right token, False for a wrong one, None when the file cannot be used
+        now (``error`` says why): then no token is right."""
         self._load()
-        if self._token is None or not presented:
-            return False
+        if self._token is None:
+            return None
         return hmac.compare_digest(presented.encode("utf-8", errors="replace"), self._token)
+
+    def matches(self, presented: str) -> bool:
+        return bool(presented) and self.check(presented) is True

@@ -46,6 +46,7 @@ EXIT_FAILED = 1
 # (an unfinished transaction is rolled back by SQLite); the whole stop stays under 5 s.
 STOP_GRACE_SECONDS = 2.5
 THREAD_GRACE_SECONDS = 0.5
+LEFTOVER_TASKS_SECONDS = 1.0  # for the tasks still running after the daemon stopped to end, once cancelled
 
 # A signal that arrived before the event loop took the signals over.
 _early_stop: str | None = None
@@ -367,7 +368,14 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         code = EXIT_FAILED
     finally:
-        # Not asyncio.run: it would wait, unbounded, for every worker thread to finish.
+        # Not asyncio.run: it would wait, unbounded, for every worker thread to finish. Tasks that
+        # libraries leave running (sse_starlette's shutdown watcher, started by MCP over HTTP,
+        # polls for ever) are cancelled as asyncio.run would: otherwise each is destroyed pending.
+        leftover = asyncio.all_tasks(loop)
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            loop.run_until_complete(asyncio.wait(leftover, timeout=LEFTOVER_TASKS_SECONDS))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
     return _exit_lingering(code)

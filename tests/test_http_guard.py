@@ -15,7 +15,7 @@ import pytest
 
 from tarsctl.protocol import Message, Pong
 from tarsd.config import HttpConfig
-from tarsd.http_guard import FailureLimiter, HostPolicy, page_url, split_host
+from tarsd.http_guard import ConnectionGate, FailureLimiter, HostPolicy, client_key, page_url, split_host
 from tarsd.http_token import TokenCheck, TokenError, ensure_token, read_token, rotate_token, token_path
 
 
@@ -60,6 +60,40 @@ def test_failure_limiter_is_a_token_bucket_per_address():
         FailureLimiter(burst=5, per_second=0)
 
 
+def test_every_loopback_address_is_one_client():
+    for address in ("127.0.0.1", "127.0.5.6", "127.255.255.254", "::1", "[::1]", "::ffff:127.0.0.2"):
+        assert client_key(address) == "loopback", address
+    assert client_key("192.168.1.20") == client_key("::ffff:192.168.1.20") == "192.168.1.20"
+    # An IPv6 host picks any address of its /64 at will: the /64 is the client.
+    assert client_key("2001:db8:1:2::5") == client_key("2001:db8:1:2:ffff::9") == "2001:db8:1:2::/64"
+    assert client_key("2001:db8:1:3::5") != client_key("2001:db8:1:2::5")
+    assert client_key("unknown") == "unknown"
+
+
+def test_connection_gate_closes_the_longest_idle_to_make_room():
+    gate = ConnectionGate(per_client=2, total=3)
+    assert gate.admit("a1", "A") == [] and gate.admit("a2", "A") == []
+    # A's third: A's longest idle connection makes room.
+    assert gate.admit("a3", "A") == ["a1"] and len(gate) == 2
+    gate.busy("a2")  # a request in progress: never closed to make room
+    assert gate.admit("a4", "A") == ["a3"]
+    gate.busy("a4")
+    assert gate.admit("a5", "A") == ["a5"] and gate.refused == 1  # nothing of A's idle: the new one goes
+    # The total cap: any client's longest idle connection makes room, else the new one goes.
+    assert gate.admit("b1", "B") == [] and len(gate) == 3
+    assert gate.admit("c1", "C") == ["b1"]
+    gate.busy("c1")
+    assert gate.admit("d1", "D") == ["d1"] and len(gate) == 3
+    gate.idle("a2")  # its answer went out: idle again, and the longest idle from now
+    gate.idle("a4")
+    assert gate.admit("d2", "D") == ["a2"] and gate.closed_to_make_room == 4
+    gate.release("a4")
+    gate.release("a4")  # closed twice (made room, then lost): counted once
+    assert len(gate) == 2 and gate.admit("d3", "D") == []
+    with pytest.raises(ValueError, match="max_connections"):
+        ConnectionGate(per_client=0, total=10)
+
+
 def test_failure_limiter_table_stays_bounded():
     now = [0.0]
     limiter = FailureLimiter(burst=2, per_second=1, clock=lambda: now[0], max_clients=100)
@@ -81,8 +115,10 @@ def test_token_file_is_private_and_checked(tmp_path: Path):
     path.chmod(0o640)
     with pytest.raises(TokenError, match="chmod 600"):
         read_token(path)
-    assert not TokenCheck(path).matches(new)  # a token others can read lets nobody in
+    # A token others can read lets nobody in: seen at the next check, though only the mode changed.
+    assert not check.matches(new) and check.check(new) is None and "chmod 600" in check.error
     path.chmod(0o600)
+    assert check.matches(new) and check.check("x" * 43) is False and check.error == ""
     path.write_text("short\n")
     with pytest.raises(TokenError, match="at least 32 characters"):
         read_token(path)
@@ -98,6 +134,7 @@ class _Dispatcher:
 
     def __init__(self):
         self.daemon = SimpleNamespace(config=SimpleNamespace(daemon=SimpleNamespace(max_connections=16)))
+        self.max_connections = 16  # the socket's connections, which the listener leaves file descriptors for
 
     async def dispatch(self, request: Message, _peer):
         yield Pong(id=request.id, server="stand-in")

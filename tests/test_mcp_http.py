@@ -79,3 +79,27 @@ def test_mcp_over_http_can_be_turned_off(http_daemon):
         assert client.post("/mcp", json={}).status_code == 404
         assert client.get("/status").status_code == 200
     assert "Traceback" not in web.daemon.log.read_text()
+
+
+def test_tarsd_stops_cleanly_after_an_mcp_session(http_daemon):
+    """The SDK's streams (sse_starlette's tasks among them) end with the listener: no "Task was
+    destroyed but it is pending" when tarsd stops after serving MCP over HTTP."""
+    web = http_daemon()
+
+    async def scenario():
+        async with session(web) as mcp:
+            assert not (await mcp.call_tool("status", {})).is_error
+
+    run(scenario)
+    with web.client() as client:  # a session left open, as a client that goes away without ending it leaves it
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}},
+        }
+        answered = client.post("/mcp", json=initialize, headers={"Accept": "application/json, text/event-stream"})
+        assert answered.status_code == 200, answered.text
+    assert web.daemon.stop() == 0
+    log = web.daemon.log.read_text()
+    assert "Task was destroyed" not in log and "Traceback" not in log, log[-3000:]

@@ -33,15 +33,28 @@
   }
 
   // ---- the token: from the address's #fragment (never sent to the server), then kept here ----
+  // Any site can open this page with a #token= of its choosing. So a token from the address is
+  // taken only when none is kept or the kept one no longer works (first setup, a rotation), and
+  // only once tarsd has accepted it: a junk token can neither replace a working one nor be kept.
 
-  function takeToken() {
-    const fragment = new URLSearchParams(location.hash.slice(1));
-    const given = fragment.get("token");
-    if (given) {
+  async function accepted(candidate) {
+    const response = await fetch("/status", { headers: { Authorization: "Bearer " + candidate }, cache: "no-store" });
+    return response.ok;
+  }
+
+  // [the token to use, or "" with why not]
+  async function takeToken() {
+    const given = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+    const kept = localStorage.getItem(TOKEN_KEY) || "";
+    if (!given) return [kept, ""];
+    history.replaceState(null, "", location.pathname + location.search); // out of the address bar and history
+    if (given === kept || (kept && (await accepted(kept)))) return [kept, ""];
+    if (await accepted(given)) {
       localStorage.setItem(TOKEN_KEY, given);
-      history.replaceState(null, "", location.pathname + location.search); // out of the address bar and history
+      return [given, ""];
     }
-    return localStorage.getItem(TOKEN_KEY) || "";
+    // Not kept: the kept one (if any) meets tarsd's own answer next, as on any visit.
+    return kept ? [kept, ""] : ["", "tarsd refused the token in the address: paste the one `tarsctl http token` prints."];
   }
 
   function showLogin(message) {
@@ -337,9 +350,14 @@
   // ---- start ----
 
   async function start() {
-    token = takeToken();
+    let refusal = "";
+    try {
+      [token, refusal] = await takeToken();
+    } catch (error) {
+      [token, refusal] = ["", describe(error)];
+    }
     if (!token) {
-      showLogin("");
+      showLogin(refusal);
       return;
     }
     try {
