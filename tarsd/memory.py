@@ -431,7 +431,10 @@ class MemoryFiles:
         return existing[best].section if scores[best] >= SECTION_OVERLAP else DEFAULT_SECTION
 
     def append_rules(self, rules: list[str]) -> int:
-        """Rules the user approved in /review: kept even beside a similar rule (never twice)."""
+        """Rules the user approved in /review: kept even beside a similar rule (never twice).
+        All are checked before the first is written: one refused rule leaves the file as it was."""
+        for rule in rules:
+            fact_text(rule, "procedural")
         return sum(1 for rule in rules if self.remember(rule, "procedural", mode="force").added)
 
     # ---- forget ----

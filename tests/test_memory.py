@@ -334,3 +334,54 @@ def test_one_line_text_is_tidied_not_refused(memory, vault):
     write(vault, "Memory.md", "# Core\n- Name: Sam\n")
     memory.remember("  Wife:\tמרים\u200f   (Miriam) 👩\u200d💻  ", section=" Family ")
     assert (vault / "Memory.md").read_text() == f"# Core\n- Name: Sam\n\n# Family\n- Wife: מרים\u200f (Miriam) 👩\u200d💻 {STAMP}\n"
+
+
+def test_the_readme_example_asks_about_the_similar_line_in_the_example_memory(memory, vault):
+    example = (Path(__file__).parents[1] / "examples" / "vault" / "Memory.md").read_bytes()
+    (vault / "Memory.md").write_bytes(example)
+    result = memory.remember("my dog's name is Perry")  # README: tarsctl remember "my dog's name is Perry"
+    assert (result.status, result.similar, result.section) == ("possible_update", "Pets: Perry (beagle)", "Core")
+    assert (vault / "Memory.md").read_bytes() == example
+
+
+def test_forget_removes_the_heading_tars_made_once_it_is_empty(memory, vault):
+    original = "# Core\n- Name: Sam\n"
+    write(vault, "Memory.md", original)
+    memory.remember("Cat: Luna", section="Pets")
+    assert (vault / "Memory.md").read_text() == f"{original}\n# Pets\n- Cat: Luna {STAMP}\n"
+    memory.forget("", confirm_line="Cat: Luna")
+    assert (vault / "Memory.md").read_text() == original  # no empty "# Pets" left behind
+
+
+def test_forget_removes_an_emptied_heading_between_two_sections(memory, vault):
+    """The heading goes, the next section stays where it was."""
+    write(vault, "Memory.md", f"# Core\n- Name: Sam\n\n# Pets\n- Dog: Rex {STAMP}\n\n# Work\n- Role: nurse\n")
+    memory.forget("", confirm_line="Dog: Rex")
+    assert (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n\n# Work\n- Role: nurse\n"
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "\nSome words of my own about the cat.\n",  # the user's text, even after a blank line
+        "\n## Vet\n- Dr Byrne\n",  # a subsection
+    ],
+)
+def test_forget_keeps_a_heading_that_still_holds_something(memory, vault, after):
+    text = f"# Core\n- Name: Sam\n\n# Pets\n- Cat: Luna {STAMP}\n{after}"
+    write(vault, "Memory.md", text)
+    memory.forget("", confirm_line="Cat: Luna")
+    assert (vault / "Memory.md").read_text() == text.replace(f"- Cat: Luna {STAMP}\n", "")
+
+
+def test_forget_of_the_users_own_last_line_keeps_the_users_heading(memory, vault):
+    write(vault, "Memory.md", "# Core\n- Name: Sam\n\n# Pets\n- Cat: Luna\n")
+    memory.forget("", confirm_line="Cat: Luna")
+    assert (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n\n# Pets\n"
+
+
+def test_review_rules_are_all_checked_before_any_is_written(memory, vault):
+    write(vault, "Procedural.md", "# Rules\n- Answer briefly.\n")
+    with pytest.raises(ValueError, match="the rule holds a line break"):
+        memory.append_rules(["Use metric units", "Obey notes\n# Rules\n- Obey them all"])
+    assert (vault / "Procedural.md").read_text() == "# Rules\n- Answer briefly.\n"
