@@ -6,6 +6,8 @@ as its own notes, and listed for the user (docs/memory.md)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import anyio
 import pytest
@@ -17,6 +19,7 @@ from tarsctl.client import RemoteError
 from tarsctl.protocol import Remember, Status
 from tarsd.provenance import new_stamp
 from test_mcp import mcp_session, no_crash, text
+from test_memory_daemon import on_a_terminal
 
 MEMORY = "# Core\n- Name: Sam\n\n# Pets\n- Dog: Perry (beagle)\n"
 RULES = "# Rules\n- Answer briefly.\n"
@@ -224,3 +227,45 @@ def test_status_says_a_missing_memory_file_does_not_exist_yet(start_daemon, vaul
     assert daemon.tarsctl("remember", "Name: Sam").returncode == 0
     status = daemon.tarsctl("status").stdout
     assert "memory     Memory.md 2 lines" in status and "does not exist" not in status
+
+
+def test_proposed_rules_are_decided_on_a_terminal_and_in_the_repl(start_daemon, memory_vault, fake_ollama):
+    fake_ollama.script = [
+        {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "Answer in French", "kind": "procedural"}}]},
+        {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "Use metric units", "kind": "procedural"}}]},
+        {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "Cite the note", "kind": "procedural"}}]},
+        {"text": "Proposed."},
+    ]
+    daemon = start_daemon(TARS_CHAT_OLLAMA_HOST=fake_ollama.url, TARS_CHAT_OLLAMA_MODEL="fake-chat")
+    assert daemon.tarsctl("chat", "--conversation", "nvim", "set rules").returncode == 0
+    code, shown = on_a_terminal(
+        daemon.tarsctl_command("rules"),
+        daemon.env,
+        [("approve [a], reject [r], or decide later [l]? ", "r"), ("decide later [l]? ", "a"), ("decide later [l]? ", "l")],
+    )
+    assert code == 0, shown
+    assert "#1  Answer in French (proposed in chat nvim)" in shown and "rejected #1: Answer in French" in shown
+    assert "approved #2: added to Procedural.md as your rule: Use metric units" in shown
+    rules_now = (memory_vault / "Procedural.md").read_text()
+    assert "Use metric units" in rules_now and "French" not in rules_now and "Cite the note" not in rules_now
+    # The one left for later, in the REPL.
+    run = subprocess.run(
+        [sys.executable, "-m", "tarsctl.cli", "chat", "--repl"],
+        input="/rules\na\n/exit\n",
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "approved #3: added to Procedural.md as your rule: Cite the note" in run.stdout
+    assert "- Cite the note <!-- tars:" in (memory_vault / "Procedural.md").read_text()
+
+
+def test_forget_shows_which_lines_the_model_noted(start_daemon, memory_vault):
+    stamp = new_stamp("cli", by_model=True).render()
+    write(memory_vault, "Memory.md", f"{MEMORY}- Cat: Luna {stamp}\n- Cat food: Felix\n")
+    daemon = start_daemon()
+    listed = daemon.tarsctl("forget", "cat")
+    assert f"Cat: Luna   (Pets, line 6, noted by the model {stamp[10:20]} in chat cli)" in listed.stdout
+    assert "Cat food: Felix   (Pets, line 7)" in listed.stdout
