@@ -79,8 +79,9 @@ ZSH_COMPLETION = """\
 _tarsctl() {
     local -a commands
     commands=(chat:'chat with tars' search:'search the vault' links:'the links in a note' backlinks:'the notes linking to a note'
-              related:'the notes nearest in meaning' remember:'save a fact' forget:'remove a fact' review:'review feedback' rules:'approve rules the model proposed'
-              index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
+              related:'the notes nearest in meaning' remember:'save a fact' forget:'remove a fact' review:'review feedback'
+              rules:'approve rules the model proposed' index:'index the vault or paths' status:'daemon status'
+              ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
               config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)'
               http:'the HTTP token and the web page address')

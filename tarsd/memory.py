@@ -400,9 +400,7 @@ class MemoryFiles:
             self._write(target, change, added=[(line, old.section)], removed=[old.raw])
         except _Gone:
             raise ValueError(f"the line {old.text!r} left {self.rel(target)} meanwhile; remember the fact again") from None
-        return Remembered(
-            REPLACED, self.rel(target), old.section, line=fact, similar=old.text, replaced=old.text, by_model=stamp.by_model
-        )
+        return Remembered(REPLACED, self.rel(target), old.section, line=fact, similar=old.text, replaced=old.text, by_model=stamp.by_model)
 
     def _cosines(self, text: str, lines: list[str]):
         return self.vectors.cosines(text, lines) if self.vectors is not None and lines else None

@@ -66,8 +66,7 @@ def one_line(text: str, what: str) -> str:
             )
         if char in _BIDI:
             raise UnsafeMemoryText(
-                f"the {what} holds a bidi control character ({_BIDI[char]}, U+{ord(char):04X}) that makes it read "
-                "differently on screen",
+                f"the {what} holds a bidi control character ({_BIDI[char]}, U+{ord(char):04X}) that makes it read differently on screen",
                 f"{hint}, without that character",
             )
         if unicodedata.category(char) == "Cc" and char != "\t":
@@ -95,5 +94,7 @@ def section_text(section: str) -> str:
             f"give the heading's name alone, e.g. {section.lstrip('#').strip() or 'Notes'!r}",
         )
     if _LIST_ITEM.match(section):
-        raise UnsafeMemoryText(f"the section {section!r} is a list item, not a heading's name", "give the heading's name alone, e.g. 'Pets'")
+        raise UnsafeMemoryText(
+            f"the section {section!r} is a list item, not a heading's name", "give the heading's name alone, e.g. 'Pets'"
+        )
     return section

@@ -38,11 +38,11 @@ SPECS = [
     },
     {
         "name": "memory_remember",
-        "description": "Store a durable fact about the user (kind semantic) or propose a standing rule for how to work (kind "
-        "procedural). Facts are kept at once, marked as noted by you during a conversation. A rule only takes effect once the "
-        "user approves it. A restatement of a stored line is not added twice. A fact close to a stored line but different (another name, number, "
-        "date, a negation) comes back as a possible update naming that line: call again with mode 'replace' and replace_line "
-        "set to it when the fact changed, or mode 'force' to keep both.",
+        "description": "Store a durable fact about the user (kind semantic) or propose a standing rule for how to work "
+        "(kind procedural). Facts are kept at once, marked as noted by you during a conversation. A rule only takes effect "
+        "once the user approves it. A restatement of a stored line is not added twice. A fact close to a stored line but "
+        "different (another name, number, date, a negation) comes back as a possible update naming that line: call again "
+        "with mode 'replace' and replace_line set to it when the fact changed, or mode 'force' to keep both.",
         "parameters": {
             "type": "object",
             "properties": {
