@@ -15,17 +15,21 @@ from .protocol import (
     Chat,
     ChatDelta,
     ChatDone,
+    DecideRule,
     EndConversation,
     Error,
     Feedback,
     Forget,
     Forgotten,
     MemoryCandidate,
+    PendingRules,
+    PendingRulesReply,
     Remember,
     Remembered,
     Review,
     ReviewApplied,
     ReviewProposals,
+    RuleDecided,
     Search,
     SearchResults,
     ToolActivity,
@@ -35,7 +39,7 @@ HELP = """\
   /search QUERY     search memory (hybrid)      /sgrep QUERY   keywords only     /svec QUERY   by meaning
   /remember FACT    save a fact to Memory.md    /forget TEXT   remove a line from Memory.md
   /w [NOTE]         last answer was wrong       /r [NOTE]      last answer was good
-  /review           turn feedback into rules
+  /review           turn feedback into rules    /rules         approve or reject rules the model proposed
   /new              log this conversation and start a new one
   /help             this help                   /exit          log the conversation and quit (Ctrl-D too)
   Ctrl-C while tars answers stops the answer; the conversation goes on."""
@@ -220,6 +224,8 @@ def _command(session: ChatSession, line: str) -> bool:
         session.feedback(name == "/r", rest)
     elif name == "/review":
         session.review(input)
+    elif name == "/rules":
+        rules(session.client, out=session.out, err=session.err, ask=input)
     elif name == "/help":
         print(HELP, file=session.out)
     else:
@@ -290,6 +296,43 @@ def remember(
     else:
         print(f"already remembered in {reply.path}: {reply.similar or reply.duplicate_of}", file=out)
     return EXIT_OK
+
+
+def rules(client: Client, action: str = "", rule_id: int = 0, out=sys.stdout, err=sys.stderr, ask: Ask | None = None) -> int:
+    """The rules the model proposed in chats: listed; approved or rejected by number (action
+    "approve" / "reject"), or one by one when ``ask`` can ask. Returns the exit code."""
+    if action:
+        done = client.call(DecideRule(id=client.next_id(), rule_id=rule_id, approve=action == "approve"))
+        assert isinstance(done, RuleDecided)
+        _decided(done, out)
+        return EXIT_OK
+    waiting = client.call(PendingRules(id=client.next_id()))
+    assert isinstance(waiting, PendingRulesReply)
+    if not waiting.rules:
+        print("no rules waiting for your approval", file=out)
+        return EXIT_OK
+    print(f"rules the model proposed, not active until you approve them (into {waiting.path}):", file=out)
+    for pending in waiting.rules:
+        where = f" (proposed in chat {pending.conversation})" if pending.conversation else ""
+        print(f"  #{pending.id}  {pending.rule}{where}", file=out)
+        if ask is None:
+            continue
+        answer = _reply(ask, "       approve [a], reject [r], or decide later [l]? ").strip().lower()
+        if answer.startswith(("a", "r")):
+            done = client.call(DecideRule(id=client.next_id(), rule_id=pending.id, approve=answer.startswith("a")))
+            _decided(done, out)
+    if ask is None:
+        print("approve one with `tarsctl rules approve N`, reject it with `tarsctl rules reject N`", file=out)
+    return EXIT_OK
+
+
+def _decided(done: RuleDecided, out) -> None:
+    if not done.approved:
+        print(f"rejected #{done.rule_id}: {done.rule}", file=out)
+    elif done.status == "duplicate":
+        print(f"#{done.rule_id} is in {done.path} already: {done.rule}", file=out)
+    else:
+        print(f"approved #{done.rule_id}: added to {done.path} as your rule: {done.rule}", file=out)
 
 
 def _show(candidates: list[MemoryCandidate], out) -> None:

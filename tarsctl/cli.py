@@ -39,7 +39,7 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search links backlinks related remember forget review index status ping stop
+    local commands="chat search links backlinks related remember forget review rules index status ping stop
         completion doctor service config mcp http"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
@@ -80,7 +80,8 @@ _tarsctl() {
     local -a commands
     commands=(chat:'chat with tars' search:'search the vault' links:'the links in a note' backlinks:'the notes linking to a note'
               related:'the notes nearest in meaning' remember:'save a fact' forget:'remove a fact' review:'review feedback'
-              index:'index the vault or paths' status:'daemon status' ping:'check the daemon answers' stop:'stop the daemon'
+              rules:'approve rules the model proposed' index:'index the vault or paths' status:'daemon status'
+              ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
               config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)'
               http:'the HTTP token and the web page address')
@@ -180,6 +181,9 @@ def _parser() -> argparse.ArgumentParser:
     forget_command.add_argument("--limit", type=int, default=5, help="how many close lines to show (default 5)")
 
     commands.add_parser("review", help="turn /w and /r feedback into procedural rules, with your approval")
+    rules_command = commands.add_parser("rules", help="list the rules the model proposed in chats; approve or reject them")
+    rules_command.add_argument("action", nargs="?", choices=("approve", "reject"), help="without it: list (and ask on a terminal)")
+    rules_command.add_argument("rule_id", nargs="?", type=int, help="the proposal's number, as the list shows it (#N)")
 
     status = commands.add_parser("status", help="show what the daemon is doing")
     status.add_argument("--json", action="store_true", help="every field, as one JSON object")
@@ -475,7 +479,7 @@ def _status(client: Client, args) -> int:
         "versions   " + ", ".join(f"{k} {v}" for k, v in reply.versions.items()),
     ]
     memory = reply.memory
-    if memory.mode:
+    if memory.mode and not memory.missing:
         size = f"{memory.file} {memory.lines:,} lines, about {memory.tokens:,} tokens"
         budget = f"{memory.budget_lines} lines / {memory.budget_tokens:,} tokens"
         if memory.mode == "selective":
@@ -485,6 +489,14 @@ def _status(client: Client, args) -> int:
             lines.append(f"memory     {size}: whole in every prompt (within {budget})")
         if memory.restored or memory.removed_again:
             lines.append(f"           {memory.restored} line(s) restored after write races since start")
+    if memory.missing:
+        lines.append(f"memory     {memory.file} does not exist yet: `tarsctl remember` creates it")
+    if memory.model_lines_total:
+        lines.append(f"           {memory.model_lines_total} line(s) the model noted in chats; newest:")
+        for noted in memory.model_lines[:5]:
+            lines.append(f"             {noted.line!r} in {noted.file} ({noted.noted}); undo: tarsctl forget {noted.line!r}")
+    if memory.pending_rules:
+        lines.append(f"           {memory.pending_rules} rule(s) the model proposed wait for your approval: tarsctl rules")
     web = reply.http
     if web.enabled:
         if web.url:
@@ -578,6 +590,15 @@ def _forget(client: Client, args) -> int:
     return forget(client, text, kind, ask=input if _interactive() else None, yes=args.yes, limit=args.limit)
 
 
+def _rules(client: Client, args) -> int:
+    from .chat import rules
+
+    if args.action and (args.rule_id is None or args.rule_id < 1):
+        print(f"tarsctl: say which rule to {args.action}: its number, as `tarsctl rules` lists it (#N)", file=sys.stderr)
+        return EXIT_USAGE
+    return rules(client, args.action or "", args.rule_id or 0, ask=input if _interactive() and not args.action else None)
+
+
 def _review(client: Client, args) -> int:
     from .chat import ChatSession
 
@@ -595,6 +616,7 @@ COMMANDS = {
     "remember": _remember,
     "forget": _forget,
     "review": _review,
+    "rules": _rules,
     "links": _links,
     "backlinks": _links,
     "related": _related,

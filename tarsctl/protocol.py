@@ -200,6 +200,20 @@ class ApplyReview(Message, tag="apply_review"):
     rules: list[str] = []  # the rules the user approved, as edited
 
 
+class PendingRules(Message, tag="pending_rules"):
+    """The rules the model proposed in a chat, waiting for the user (answered by pending_rules_reply)."""
+
+    id: int = 0
+
+
+class DecideRule(Message, tag="decide_rule"):
+    """The user's answer to a proposed rule: approve writes it into the rules file, reject drops it."""
+
+    id: int = 0
+    rule_id: Annotated[int, Meta(ge=1)] = 1
+    approve: bool = False
+
+
 class ListConversations(Message, tag="list_conversations"):
     """The conversations kept in the daemon, most recently active first (answered by conversation_list)."""
 
@@ -387,6 +401,14 @@ class EmbedderStatus(msgspec.Struct):
     next_retry_at: float = 0.0  # unix time of the next attempt; 0: none planned
 
 
+class NotedLine(msgspec.Struct):
+    """A memory line the model stored during a chat (stamped by:model)."""
+
+    line: str
+    file: str = ""
+    noted: str = ""  # "noted by the model 2026-11-22 in chat cli"
+
+
 class MemoryStatus(msgspec.Struct):
     """Memory.md in the prompt (whole or selective) and the write guard."""
 
@@ -408,6 +430,10 @@ class MemoryStatus(msgspec.Struct):
     removed_again: int = 0
     last_restored: list[str] = []
     last_restored_at: float = 0.0
+    missing: bool = False  # the file does not exist yet (nothing remembered)
+    model_lines: list[NotedLine] = []  # lines the model stored (by:model), newest first, at most 10
+    model_lines_total: int = 0
+    pending_rules: int = 0  # rules the model proposed, waiting for the user's approval
 
 
 class FileHealth(msgspec.Struct):
@@ -546,6 +572,28 @@ class ReviewApplied(Message, tag="review_applied"):
     archived: list[str] = []
 
 
+class PendingRule(msgspec.Struct):
+    id: int  # DecideRule.rule_id
+    rule: str
+    conversation: str = ""  # the chat the model proposed it in
+    proposed_at: float = 0.0  # unix time
+
+
+class PendingRulesReply(Message, tag="pending_rules_reply"):
+    id: int = 0
+    rules: list[PendingRule] = []
+    path: str = ""  # the rules file an approved rule goes into
+
+
+class RuleDecided(Message, tag="rule_decided"):
+    id: int = 0
+    rule_id: int = 0
+    rule: str = ""
+    approved: bool = False
+    status: str = ""  # approved: added | duplicate (already in the file); rejected: rejected
+    path: str = ""
+
+
 class Error(Message, tag="error"):
     id: int = 0
     code: str = ""  # bad_frame | too_large | bad_request | unsupported | unavailable | internal | ...
@@ -573,6 +621,8 @@ ClientMessage = (
     | ReadNote
     | Sessions
     | ListConversations
+    | PendingRules
+    | DecideRule
 )
 ServerMessage = (
     Welcome
@@ -597,6 +647,8 @@ ServerMessage = (
     | NoteText
     | SessionsReply
     | ConversationList
+    | PendingRulesReply
+    | RuleDecided
 )
 FINAL_REPLIES = (
     Pong,
@@ -617,6 +669,8 @@ FINAL_REPLIES = (
     NoteText,
     SessionsReply,
     ConversationList,
+    PendingRulesReply,
+    RuleDecided,
 )
 
 encoder = msgspec.msgpack.Encoder()

@@ -426,6 +426,9 @@ def compare(new: Fact, old: Fact, cosine: float | None = None) -> Comparison:
         return Comparison(DUPLICATE, "", max(near, 0.9))
     related = (
         new.content == old.content
+        # The same name in both ("my dog's name is Perry", "Pets: Perry (beagle)"): the same
+        # subject, whatever the words around it.
+        or bool(new.firm_names & old.firm_names)
         or (dice(new.topic, old.topic) >= TOPIC_OVERLAP if new.topic or old.topic else dice(new.content, old.content) >= TOPIC_OVERLAP)
         or (cosine is not None and cosine >= RELATED_COSINE)
         or difflib.SequenceMatcher(None, new.key, old.key).ratio() >= TEXT_RATIO

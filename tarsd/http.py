@@ -12,6 +12,8 @@ error; replies become JSON, or SSE events when streamed.
     GET    /conversations         list_conversations -> conversation_list
     DELETE /conversations/{id}    end_conversation  -> conversation_ended (the session log is written first)
     POST   /remember              remember          -> remembered
+    GET    /rules/pending         pending_rules     -> pending_rules_reply (rules the model proposed)
+    POST   /rules/pending/{id}    decide_rule       -> rule_decided ({"approve": true} or false)
     POST   /index                 index             -> index_done, or SSE progress / index_done
     GET    /status                status            -> status_reply
     GET    /docs, /openapi.json   the API description
@@ -53,6 +55,7 @@ from tarsctl.protocol import (
     ChatDone,
     ConversationEnded,
     ConversationList,
+    DecideRule,
     EndConversation,
     Error,
     HttpStatus,
@@ -60,8 +63,11 @@ from tarsctl.protocol import (
     IndexDone,
     ListConversations,
     Message,
+    PendingRules,
+    PendingRulesReply,
     Remember,
     Remembered,
+    RuleDecided,
     Search,
     SearchResults,
     Status,
@@ -179,6 +185,10 @@ class RememberBody(msgspec.Struct):
     mode: str = ""  # "": refuse a duplicate or a possible update | replace | force
     replace_line: str = ""
     conversation: str = ""  # the chat it came from, for the line's provenance
+
+
+class DecideBody(msgspec.Struct):
+    approve: bool  # true: the rule goes into the rules file as the user's; false: it is dropped
 
 
 class IndexBody(msgspec.Struct):
@@ -532,6 +542,15 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
         message = protocol_message(Remember, **msgspec.structs.asdict(body))
         return await answer(message, Remembered)
 
+    @app.get("/rules/pending", tags=["memory"], summary="Rules the model proposed in chats, waiting for the user's approval")
+    async def pending_rules() -> Response:
+        return await answer(protocol_message(PendingRules), PendingRulesReply)
+
+    @app.post("/rules/pending/{rule_id}", tags=["memory"], summary="Approve (into the rules file) or reject a proposed rule")
+    async def decide_rule(rule_id: int, request: Request) -> Response:
+        body: DecideBody = await read_body(request, DecideBody)
+        return await answer(protocol_message(DecideRule, rule_id=rule_id, approve=body.approve), RuleDecided)
+
     @app.post("/index", tags=["index"], summary="Index the vault, or some notes, now")
     async def index(request: Request) -> Response:
         body: IndexBody = await read_body(request, IndexBody)
@@ -555,13 +574,15 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
 
 def _describe(app: FastAPI) -> None:
     """OpenAPI from the wire types themselves: request bodies and replies as msgspec describes them."""
-    bodies = {"/chat": ChatBody, "/remember": RememberBody, "/index": IndexBody}
+    bodies = {"/chat": ChatBody, "/remember": RememberBody, "/index": IndexBody, "/rules/pending/{rule_id}": DecideBody}
     replies = {
         ("/search", "get"): SearchResults,
         ("/chat", "post"): ChatDone,
         ("/conversations", "get"): ConversationList,
         ("/conversations/{conversation_id}", "delete"): ConversationEnded,
         ("/remember", "post"): Remembered,
+        ("/rules/pending", "get"): PendingRulesReply,
+        ("/rules/pending/{rule_id}", "post"): RuleDecided,
         ("/index", "post"): IndexDone,
         ("/status", "get"): StatusReply,
     }

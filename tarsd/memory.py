@@ -26,6 +26,8 @@ from . import facts, provenance
 from .atomic import atomic_update, read_text, read_version
 from .config import MemoryConfig
 from .memory_guard import WriteGuard
+from .memory_text import fact_text, section_text
+from .pending_rules import PendingRules
 from .vault import OutsideVault, owned_file
 
 __all__ = ["atomic_update", "read_text", "read_version", "MemoryFiles", "Remembered", "Forgotten", "Candidate"]
@@ -43,7 +45,7 @@ SECTION_OVERLAP = 0.5
 # Lines offered by forget: at least this good a match (facts.match_score).
 FORGET_MIN_SCORE = 0.3
 
-ADDED, REPLACED = "added", "replaced"
+ADDED, REPLACED, PENDING = "added", "replaced", "pending"
 DUPLICATE, POSSIBLE_UPDATE = facts.DUPLICATE, facts.UPDATE
 MODES = ("", "replace", "force")
 KINDS = ("semantic", "procedural")
@@ -67,13 +69,15 @@ class MemoryLine:
 
 @dataclass(frozen=True, slots=True)
 class Remembered:
-    status: str  # added | replaced | duplicate | possible_update
+    status: str  # added | replaced | duplicate | possible_update | pending (a rule the model proposed)
     path: str  # relative to the vault
     section: str = ""
     line: str = ""  # the fact as written (added, replaced)
     similar: str = ""  # the line it repeats (duplicate) or resembles (possible_update), or replaced
     reason: str = ""  # for a possible update: what differs
     replaced: str = ""  # the old line (replaced)
+    by_model: bool = False  # the model wrote it (stamped by:model)
+    pending_id: int = 0  # pending: the proposal's number, for tarsctl rules approve/reject
 
     @property
     def added(self) -> bool:
@@ -213,6 +217,30 @@ def _swap_line(text: str, index: int, new: str | None) -> str:
     return join_lines(lines, text)
 
 
+def _drop_emptied_heading(lines: list[str], index: int) -> None:
+    """After the line at ``index`` was removed: remove the heading above it if the section now
+    holds nothing at all (no line, no subsection) and the heading has the shape tars gives the
+    headings it creates ("# Name", tarsd/memory.py insert_under), with the blank lines that
+    insert_under put before it."""
+    start = index - 1
+    while start >= 0 and not lines[start].strip():
+        start -= 1
+    heading = _HEADING.match(lines[start]) if start >= 0 else None
+    if heading is None or lines[start] != f"# {heading.group(2)}":
+        return
+    end = index
+    while end < len(lines) and not lines[end].strip():
+        end += 1
+    if end < len(lines) and not _HEADING.match(lines[end]):
+        return  # user text after a blank line: the section is not empty
+    if end < len(lines) and len(_HEADING.match(lines[end]).group(1)) > 1:
+        return  # a subsection of it follows
+    del lines[start:end]
+    if start == len(lines):  # it was the last section: no blank lines left dangling at the end
+        while lines and not lines[-1].strip():
+            lines.pop()
+
+
 def remove_line(text: str, wanted_key: str) -> str | None:
     """The text without the first line that reads as ``wanted_key``; None if there is none."""
     index = _locate(text, None, wanted_key)
@@ -232,6 +260,7 @@ class MemoryFiles:
         self.guard = WriteGuard(self.verify)
         self.on_repair: Callable[[str], None] | None = None  # told (a vault path) after the guard rewrote a file
         self._refused: set[str] = set()  # memory files found symlinked out of the vault (logged once)
+        self.pending: PendingRules | None = None  # where the model's rules wait for the user (none: refused)
 
     def path(self, name: str) -> Path:
         """A memory file's path; raises OutsideVault if a symlink takes it out of the vault."""
@@ -275,15 +304,28 @@ class MemoryFiles:
     # ---- remember ----
 
     def remember(
-        self, fact: str, kind: str = "semantic", section: str = "", mode: str = "", replace_line: str = "", conversation: str = ""
+        self,
+        fact: str,
+        kind: str = "semantic",
+        section: str = "",
+        mode: str = "",
+        replace_line: str = "",
+        conversation: str = "",
+        by_model: bool = False,
     ) -> Remembered:
         """Add a fact (semantic, under a fitting heading of Memory.md) or a rule (procedural).
+        Every write path ends here: the fact and the section pass tarsd/memory_text.py's check
+        first, and what it refuses leaves the file untouched.
 
         mode "": refused when the file already says the same (duplicate) or something close
         that differs (possible_update: the caller asks the user). "replace": the line it
         resembles (or ``replace_line``, exactly) is replaced in place; with nothing alike the
-        fact is added. "force": added even beside a similar line (never twice word for word)."""
-        fact = _LIST_PREFIX.sub("", provenance.strip(" ".join(printable(fact).split()))).strip()
+        fact is added. "force": added even beside a similar line (never twice word for word).
+
+        ``by_model``: the model asked (the chat tool). Its facts are stamped by:model; its rules
+        are not written at all but wait in ``self.pending`` for the user's approval."""
+        fact = _LIST_PREFIX.sub("", fact_text(fact, kind)).strip()
+        section = section_text(section)
         if not fact:
             raise ValueError("nothing to remember: the fact is empty")
         if len(fact) > facts.MAX_FACT_CHARS:
@@ -297,6 +339,8 @@ class MemoryFiles:
             raise ValueError("replace_line goes with mode 'replace'")
         target = self.target(kind)
         rel = self.rel(target)
+        if by_model and kind == "procedural":
+            return self._propose(fact, target, conversation)
         with self._lock:
             existing = memory_lines(read_text(target))
             texts = [line.text for line in existing]
@@ -319,7 +363,7 @@ class MemoryFiles:
                 if similar is not None and mode == "":
                     return Remembered(verdict.kind, rel, similar.section, similar=similar.text, reason=verdict.reason)
                 old = similar  # mode "replace": the line it repeats or updates, if any
-            stamp = provenance.new_stamp(conversation)
+            stamp = provenance.new_stamp(conversation, by_model=by_model)
             if old is not None:
                 return self._replace(target, old, fact, stamp)
             if not section.strip() and kind == "semantic" and cosines is None:
@@ -327,7 +371,19 @@ class MemoryFiles:
             chosen = section.strip() or (self._section_for(fact, existing, cosines) if kind == "semantic" else RULES_SECTION)
             line = f"- {fact} {stamp.render()}"
             self._write(target, lambda text: insert_under(text, chosen, line), added=[(line, chosen)])
-        return Remembered(ADDED, rel, chosen, line=fact)
+        return Remembered(ADDED, rel, chosen, line=fact, by_model=by_model)
+
+    def _propose(self, rule: str, target: Path, conversation: str) -> Remembered:
+        """A rule the model proposed: kept for the user's approval, the rules file untouched."""
+        rel = self.rel(target)
+        same = next((line for line in memory_lines(read_text(target)) if facts.key(line.text) == facts.key(rule)), None)
+        if same is not None:
+            return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
+        if self.pending is None:
+            raise ValueError("rules the model proposes need the index database to wait in; ask the user to add the rule")
+        proposal, _ = self.pending.propose(rule, provenance.new_stamp(conversation).conversation)
+        log.info("the model proposed a rule, waiting for the user's approval (#%d): %s", proposal.id, rule)
+        return Remembered(PENDING, rel, RULES_SECTION, line=proposal.rule, by_model=True, pending_id=proposal.id)
 
     def _replace(self, target: Path, old: MemoryLine, fact: str, stamp: provenance.Stamp) -> Remembered:
         prefix = _LIST_PREFIX.match(old.raw)
@@ -344,7 +400,7 @@ class MemoryFiles:
             self._write(target, change, added=[(line, old.section)], removed=[old.raw])
         except _Gone:
             raise ValueError(f"the line {old.text!r} left {self.rel(target)} meanwhile; remember the fact again") from None
-        return Remembered(REPLACED, self.rel(target), old.section, line=fact, similar=old.text, replaced=old.text)
+        return Remembered(REPLACED, self.rel(target), old.section, line=fact, similar=old.text, replaced=old.text, by_model=stamp.by_model)
 
     def _cosines(self, text: str, lines: list[str]):
         return self.vectors.cosines(text, lines) if self.vectors is not None and lines else None
@@ -373,7 +429,10 @@ class MemoryFiles:
         return existing[best].section if scores[best] >= SECTION_OVERLAP else DEFAULT_SECTION
 
     def append_rules(self, rules: list[str]) -> int:
-        """Rules the user approved in /review: kept even beside a similar rule (never twice)."""
+        """Rules the user approved in /review: kept even beside a similar rule (never twice).
+        All are checked before the first is written: one refused rule leaves the file as it was."""
+        for rule in rules:
+            fact_text(rule, "procedural")
         return sum(1 for rule in rules if self.remember(rule, "procedural", mode="force").added)
 
     # ---- forget ----
@@ -395,7 +454,11 @@ class MemoryFiles:
                     index = _locate(current, old, old_key)
                     if index is None:
                         raise _Gone
-                    return _swap_line(current, index, None)
+                    lines = split_lines(current)
+                    del lines[index]
+                    if old.stamp is not None:  # a line tars wrote, maybe under a heading it made for it
+                        _drop_emptied_heading(lines, index)
+                    return join_lines(lines, current)
 
                 try:
                     self._write(target, change, removed=[old.raw])

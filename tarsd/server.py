@@ -36,6 +36,7 @@ from tarsctl.protocol import (
     ChatDelta,
     ChatDone,
     ConversationEnded,
+    DecideRule,
     EndConversation,
     Error,
     Explain,
@@ -54,6 +55,9 @@ from tarsctl.protocol import (
     MemoryCandidate,
     Message,
     NoteText,
+    PendingRule,
+    PendingRules,
+    PendingRulesReply,
     Ping,
     Pong,
     Progress,
@@ -66,6 +70,7 @@ from tarsctl.protocol import (
     Review,
     ReviewApplied,
     ReviewProposals,
+    RuleDecided,
     Search,
     SearchResults,
     Sessions,
@@ -114,6 +119,7 @@ CAPABILITIES = [
     "read_note",
     "sessions",
     "conversations",
+    "pending_rules",
 ]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
@@ -313,6 +319,8 @@ class Server:
             ReadNote: self._read_note,
             Sessions: self._sessions,
             ListConversations: self._list_conversations,
+            PendingRules: self._pending_rules,
+            DecideRule: self._decide_rule,
         }
 
     async def start(self, path: Path) -> None:
@@ -466,8 +474,8 @@ class Server:
             log.warning("request %s failed: %s", type(request).__name__, message)
             hint = "check the free space and the permissions there, then try again; nothing was half written"
             yield Error(id=request_id, code="io_error", message=message, hint=hint)
-        except ValueError as exc:
-            yield Error(id=request_id, code="bad_request", message=str(exc))
+        except ValueError as exc:  # a memory text refused says what to do in its hint (tarsd/memory_text.py)
+            yield Error(id=request_id, code="bad_request", message=str(exc), hint=getattr(exc, "hint", ""))
         except Exception as exc:
             log.exception("request %s failed", type(request).__name__)
             yield Error(id=request_id, code="internal", message=f"{type(exc).__name__}: {exc}", hint="see the tarsd log for details")
@@ -531,6 +539,22 @@ class Server:
     async def _apply_review(self, request: ApplyReview, _peer: Peer) -> AsyncIterator[Message]:
         added, archived = await asyncio.to_thread(self.daemon.assistant.apply_review, request.rules)
         yield ReviewApplied(id=request.id, added=added, archived=archived)
+
+    async def _pending_rules(self, request: PendingRules, _peer: Peer) -> AsyncIterator[Message]:
+        waiting = await asyncio.to_thread(self.daemon.assistant.pending_rules)
+        rules = [PendingRule(p.id, p.rule, p.conversation, p.proposed_at) for p in waiting]
+        yield PendingRulesReply(id=request.id, rules=rules, path=self.daemon.config.memory.procedural_file)
+
+    async def _decide_rule(self, request: DecideRule, _peer: Peer) -> AsyncIterator[Message]:
+        proposal, written = await asyncio.to_thread(self.daemon.assistant.decide_rule, request.rule_id, request.approve)
+        yield RuleDecided(
+            id=request.id,
+            rule_id=proposal.id,
+            rule=proposal.rule,
+            approved=request.approve,
+            status=written.status if written is not None else "rejected",
+            path=written.path if written is not None else "",
+        )
 
     async def _search(self, request: Search, _peer: Peer) -> AsyncIterator[Message]:
         yield await self._search_reply(request)

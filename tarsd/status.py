@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tarsctl.protocol import PROTOCOL_VERSION, Coverage, EmbedderStatus, FileHealth, MemoryStatus, Status, StatusReply
+from tarsctl.protocol import PROTOCOL_VERSION, Coverage, EmbedderStatus, FileHealth, MemoryStatus, NotedLine, Status, StatusReply
 
 from . import __version__
 from .vault import walk
@@ -116,6 +116,7 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
     memory = dict(daemon.assistant.memory_status())
     if memory.get("last_restored_at") is None:
         memory["last_restored_at"] = 0.0  # never
+    memory["model_lines"] = [NotedLine(**noted) for noted in memory.get("model_lines", [])]
     return StatusReply(
         id=request.id,
         vault=str(daemon.vault),

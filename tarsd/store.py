@@ -28,7 +28,7 @@ from .vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -145,7 +145,20 @@ CREATE TABLE memory_line_vectors (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_MEMORY_VECTORS}
+# Version 5: rules the model proposed in a chat, waiting for the user's approval
+# (tarsd/pending_rules.py). Here rather than in the vault: a proposal is not a rule yet, so it
+# must not be in Procedural.md, nor in any note the index would hand back to the model.
+_SCHEMA_PENDING_RULES = """
+CREATE TABLE pending_rules (
+    id INTEGER PRIMARY KEY,
+    rule TEXT NOT NULL,
+    rule_key TEXT NOT NULL UNIQUE,   -- tarsd/facts.py key: the same rule proposed twice is one proposal
+    conversation TEXT NOT NULL DEFAULT '',
+    proposed_at REAL NOT NULL
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_MEMORY_VECTORS, 5: _SCHEMA_PENDING_RULES}
 
 CONNECTION_PRAGMAS = (
     "PRAGMA journal_mode = WAL",

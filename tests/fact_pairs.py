@@ -65,6 +65,7 @@ PAIRS: list[tuple[str, str, str]] = [
     ("Car: blue Toyota Corolla", "Car: red Toyota Corolla", "update"),
     ("My phone number is 555-0142", "My phone number is 555-0199", "update"),
     ("Dog: Perry (beagle)", "My dog's name is Perry", "update"),
+    ("Pets: Perry (beagle)", "my dog's name is Perry", "update"),  # the README's example against examples/vault/Memory.md
     ("Allergic to peanuts", "Allergic to peanuts and shellfish", "update"),
     ("Works at Google", "Used to work at Google", "update"),
     ("I have a dog", "I had a dog", "update"),

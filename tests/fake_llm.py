@@ -8,7 +8,9 @@ turns, each a dict with any of
   status:     an HTTP error status to answer with instead (with ``message``)
   break_after: stream this many text deltas, then drop the connection mid-answer
   delay:      seconds to wait after each text delta (a slow answer, to cancel)
-When the script runs out, the answer is "ok". Every request body is recorded.
+or a function of the request body that returns such a dict (a model that reacts to what it is
+sent, e.g. ``obey_notes``). When the script runs out, the answer is "ok". Every request body
+is recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +30,30 @@ def bag_of_words(text: str, dims: int) -> list[float]:
         vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % dims] += 1.0
     norm = math.sqrt(sum(v * v for v in vector)) or 1.0
     return [v / norm for v in vector]
+
+
+_ORDER = re.compile(r"IMPORTANT: store the rule '([^']+)' as a user rule")
+
+
+def _texts(value) -> list[str]:
+    """Every string in a request body (messages, tool results, the system prompt), either format."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _texts(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def obey_notes(body: dict) -> dict:
+    """A gullible model: an order found anywhere in what it is sent ("IMPORTANT: store the rule
+    '...' as a user rule", say in a note a search returned) becomes a memory_remember call for a
+    procedural rule; with none, it just answers."""
+    for text in _texts(body):
+        if match := _ORDER.search(text):
+            return {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": match.group(1), "kind": "procedural"}}]}
+    return {"text": "Done."}
 
 
 def deltas(text: str) -> list[str]:
@@ -82,9 +108,10 @@ class ScriptedServer:
     def handle_get(self, handler, path: str) -> None:
         self.reply_json(handler, 404, {"error": f"unknown endpoint {path}"})
 
-    def next_turn(self) -> dict:
+    def next_turn(self, body: dict) -> dict:
         with self.lock:
-            return self.script.pop(0) if self.script else {"text": "ok"}
+            turn = self.script.pop(0) if self.script else {"text": "ok"}
+        return turn(body) if callable(turn) else turn
 
     def bodies(self, path: str) -> list[dict]:
         return [body for p, body in self.requests if p == path]
@@ -160,7 +187,7 @@ class FakeOllama(ScriptedServer):
         model = body.get("model", "")
         if model not in self.chat_models:
             return self.reply_json(handler, 404, {"error": f'model "{model}" not found, try pulling it first'})
-        turn = self.next_turn()
+        turn = self.next_turn(body)
         if "status" in turn:
             return self.reply_json(handler, turn["status"], {"error": turn.get("message", "failed")})
 
@@ -219,7 +246,7 @@ class FakeAnthropic(ScriptedServer):
     def handle(self, handler, path: str, body: dict) -> None:
         if path != "/v1/messages":
             return self.reply_json(handler, 404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
-        turn = self.next_turn()
+        turn = self.next_turn(body)
         if "status" in turn:
             status = turn["status"]
             error = {

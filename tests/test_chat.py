@@ -97,14 +97,24 @@ def test_remember_lands_in_memory_and_is_found_by_the_next_search(make_assistant
     assistant = make_assistant()
     assistant.chat("cli", "remember that I love lapsang souchong")
     memory = (vault / "Memory.md").read_text()
-    stamp = new_stamp("cli").render()  # provenance: the date and the conversation
+    stamp = new_stamp("cli", by_model=True).render()  # provenance: the date, the conversation, and that the model wrote it
+    assert stamp.endswith(" chat:cli by:model -->")
     assert memory == f"# Core\n- Name: Sam\n\n# Preferences\n- Editor: Neovim\n- Favourite tea: lapsang souchong {stamp}\n"
     assert [r.path for r in assistant.engine.searcher.search("lapsang", mode="fts").results] == ["Memory.md"]
     assert json.loads(tool_results(fake_ollama.bodies("/api/chat")[1])[0]) == {
         "status": "added",
         "file": "Memory.md",
         "section": "Preferences",
+        "line": "Favourite tea: lapsang souchong",
+        "noted_as": "noted by you during a conversation (the user sees it listed and can undo it)",
     }
+    # The next prompt shows the line as the model's note, not among the user's own words.
+    fake_ollama.script = [{"text": "Lapsang."}]
+    assistant.chat("cli", "what tea do I like?")
+    system = system_of(chat_bodies(fake_ollama)[-1])
+    assert f"- Favourite tea: lapsang souchong (noted during a conversation: chat cli, {stamp[10:20]})" in system
+    assert "by:model" not in system and "- Name: Sam\n" in system
+    assert 'Lines of Memory.md marked "(noted during a conversation: ...)" were stored by you, the assistant' in system
 
 
 def test_user_triggered_remember_skips_duplicates_and_asks_about_updates(make_assistant, vault):

@@ -7,6 +7,7 @@ import pytest
 
 from fact_pairs import CHANGED, PAIRS
 from tarsd import facts, provenance
+from tarsd.chat import prompts
 from tarsd.config import EmbedderConfig
 from tarsd.embed import LocalEmbedder
 
@@ -108,6 +109,27 @@ def test_provenance_stamps_are_specific_and_survive_edits():
     for own in ("- Dog: Perry <!-- my note -->", "- x <!-- tars:soon -->", "- <!-- tars:2026-11-22 --> at the start"):
         assert provenance.split(own) == (own, None)
     assert facts.clean("- [ ] Dog: [[Perry]] <!-- tars:2026-11-22 -->") == "Dog: Perry"
+
+
+def test_the_models_stamp_says_so_and_old_stamps_still_read():
+    model = provenance.new_stamp("cli", by_model=True)
+    assert model.render() == f"<!-- tars:{model.date} chat:cli by:model -->"
+    assert provenance.split(f"- Cat: Luna {model.render()}") == ("- Cat: Luna", model) and model.by_model
+    assert model.describe() == f"noted by the model {model.date} in chat cli"
+    for old in ("<!-- tars:2026-11-22 -->", "<!-- tars:2026-11-22 chat:nvim -->"):  # written before by:model existed
+        text, stamp = provenance.split(f"- Dog: Perry {old}")
+        assert text == "- Dog: Perry" and stamp.render() == old and not stamp.by_model
+    assert provenance.split("- x <!-- tars:2026-11-22 by:user -->")[1] is None  # only by:model is a known author
+
+
+def test_the_prompt_shows_the_models_lines_as_its_notes_and_keeps_them_out_of_the_rules():
+    model, user = provenance.new_stamp("cli", by_model=True), provenance.new_stamp("cli")
+    memory = f"# Pets\n- Dog: Perry\n- Cat: Luna {model.render()}\r\n- Fish: Nemo {user.render()}"
+    assert prompts.mark_model_lines(memory) == (
+        f"# Pets\n- Dog: Perry\n- Cat: Luna (noted during a conversation: chat cli, {model.date})\n- Fish: Nemo {user.render()}"
+    )
+    rules = f"# Rules\n- Answer briefly.\n- Obey notes {model.render()}\n- Use metric units {user.render()}\n"
+    assert prompts.users_rules(rules) == f"# Rules\n- Answer briefly.\n- Use metric units {user.render()}\n"
 
 
 def test_a_line_far_longer_than_a_fact_is_never_its_duplicate():

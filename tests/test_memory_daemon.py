@@ -169,8 +169,10 @@ def test_the_model_replaces_a_line_and_the_user_sees_it(memory_daemon, vault, fa
     done = daemon.tarsctl("chat", "my locker is 14 now")
     assert done.returncode == 0, done.stderr
     assert "· memory: not stored yet: close to 'My locker number is 12' in Memory.md (the numbers differ" in done.stderr
-    assert "· memory: replaced in Memory.md: 'My locker number is 12' -> 'My locker number is 14'" in done.stderr
-    assert (vault / "Memory.md").read_text() == f"# Core\n- Name: Sam\n- My locker number is 14 {new_stamp('oneshot').render()}\n"
+    assert "· memory: the model replaced in Memory.md: 'My locker number is 12' -> 'My locker number is 14'" in done.stderr
+    assert (
+        vault / "Memory.md"
+    ).read_text() == f"# Core\n- Name: Sam\n- My locker number is 14 {new_stamp('oneshot', by_model=True).render()}\n"
     first_result = fake_ollama.bodies("/api/chat")[1]["messages"][-1]["content"]
     assert '"status": "possible_update"' in first_result and '"similar": "My locker number is 12"' in first_result
 

@@ -18,9 +18,18 @@ def test_version_1_database_is_migrated_forward(tmp_path):
 
     store = Store(path)
     try:
-        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 4
+        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 5
         assert store.get_meta("kept") == "yes"
         tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert {"conversations", "messages", "links", "note_tags", "note_aliases", "chunks_vocab", "memory_line_vectors"} <= tables
+        assert {
+            "conversations",
+            "messages",
+            "links",
+            "note_tags",
+            "note_aliases",
+            "chunks_vocab",
+            "memory_line_vectors",
+            "pending_rules",
+        } <= tables
     finally:
         store.close()

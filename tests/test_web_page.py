@@ -208,3 +208,32 @@ def test_the_chat_stays_in_view_after_a_search_and_the_phone_header_shows_the_wh
     assert state.evaluate("node => node.scrollWidth <= node.clientWidth")
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     shot(phone, "phone-header")
+
+
+def test_rules_the_model_proposed_are_approved_or_rejected_on_the_page(http_daemon, vault, fake_ollama, browser):
+    write(vault, "Procedural.md", "# Rules\n- Answer briefly.\n")
+    fake_ollama.script = [
+        {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "Answer in French", "kind": "procedural"}}]},
+        {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "Use metric units", "kind": "procedural"}}]},
+        {"text": "I proposed two rules."},
+    ]
+    web = http_daemon()
+    page = browser.new_page()
+    page.goto(f"{web.url}#token={web.token}")
+    expect(page.locator("#state")).to_contain_text("notes")
+    assert page.locator("#pending-rules").is_hidden()  # nothing waiting: no card
+
+    page.fill("#message", "set my rules")
+    page.press("#message", "Enter")
+    card = page.locator("#pending-rules")
+    expect(card).to_be_visible()
+    expect(card.locator(".pending-text")).to_have_text(["Answer in French", "Use metric units"])
+    assert "French" not in (vault / "Procedural.md").read_text()  # waiting is not active
+    shot(page, "desktop-pending-rules")
+
+    card.locator(".pending-rule", has_text="Answer in French").get_by_role("button", name="Reject").click()
+    expect(card.locator(".pending-text")).to_have_text(["Use metric units"])
+    card.locator(".pending-rule", has_text="Use metric units").get_by_role("button", name="Approve").click()
+    expect(card).to_be_hidden()
+    rules = (vault / "Procedural.md").read_text()
+    assert "- Use metric units <!-- tars:" in rules and "French" not in rules and "by:model" not in rules

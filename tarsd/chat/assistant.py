@@ -15,6 +15,7 @@ from ..config import Config
 from ..engine import Engine
 from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update, memory_lines, printable
 from ..memory_vectors import LineVectors
+from ..pending_rules import PendingRule, PendingRules
 from ..vault import OutsideVault, owned_file
 from . import prompts
 from .conversations import ChatMessage, Conversation, ConversationStore, ToolCall
@@ -52,6 +53,7 @@ class Assistant:
         self.vault = config.vault_path
         self.vectors = LineVectors(engine.store, engine.embedder)
         self.memory = MemoryFiles(self.vault, config.memory, self.vectors)
+        self.memory.pending = PendingRules(engine.store)
         self.recall = MemoryRecall(config.memory, self.vectors, self._count_tokens)
         self.conversations = ConversationStore(engine.store)
         self.reindex = reindex
@@ -143,14 +145,15 @@ class Assistant:
 
     def recall_memory(self, message: str) -> Recall:
         """Memory.md for the prompt: whole, or (past the budget) the core plus what is relevant to ``message``."""
-        return self.recall.select(self.memory.read_semantic(), message)
+        return self.recall.select(prompts.mark_model_lines(self.memory.read_semantic()), message)
 
     def _answer(
         self, conversation: Conversation, provider: Provider, emit: Emit, cancel: threading.Event, result: TurnResult, message: str
     ) -> None:
         memory = self.recall_memory(message)
         omitted = memory.omitted if memory.mode == "selective" else None
-        system = prompts.system_prompt(memory.text, self.memory.read_procedural(), conversation.context, conversation.summary, omitted)
+        rules = prompts.users_rules(self.memory.read_procedural())
+        system = prompts.system_prompt(memory.text, rules, conversation.context, conversation.summary, omitted)
         while True:
             budget_left = result.tool_rounds < self.chat_config.max_tool_rounds
             parts: list[str] = []
@@ -362,6 +365,24 @@ class Assistant:
             self.reindex(path)
         return added, archived
 
+    def pending_rules(self) -> list[PendingRule]:
+        """Rules the model proposed, waiting for the user (oldest first)."""
+        return self.memory.pending.list()
+
+    def decide_rule(self, rule_id: int, approve: bool) -> tuple[PendingRule, Remembered | None]:
+        """The user's answer to a proposed rule: approved, it is written into the rules file as
+        the user's (the same checks as any remember); rejected, it is dropped. Either way it
+        leaves the waiting list, after the write succeeded."""
+        proposal = self.memory.pending.get(rule_id)
+        if proposal is None:
+            raise ValueError(f"there is no proposed rule #{rule_id} (approved or rejected already?); `tarsctl rules` lists those waiting")
+        written = None
+        if approve:
+            written = self.remember(proposal.rule, "procedural", mode="force", conversation=proposal.conversation)
+        self.memory.pending.drop(rule_id)
+        log.info("the user %s proposed rule #%d: %s", "approved" if approve else "rejected", rule_id, proposal.rule)
+        return proposal, written
+
     def warnings(self) -> list[str]:
         found = []
         for name in (self.config.memory.semantic_file, self.config.memory.procedural_file, self.config.memory.sessions_dir):
@@ -375,6 +396,7 @@ class Assistant:
         """For status: the size of Memory.md, the recall mode in force, and the write guard."""
         recall = self.recall.select(self.memory.read_semantic())
         settings = self.config.memory
+        noted = self.model_lines()
         return {
             "file": settings.semantic_file,
             "mode": recall.mode,
@@ -390,7 +412,31 @@ class Assistant:
             "vectors_pending": self.vectors.pending(),
             "vectors_known": self.vectors.known(),
             **self.memory.guard.describe(),
+            "missing": not self._exists(settings.semantic_file),
+            "model_lines": noted[:10],
+            "model_lines_total": len(noted),
+            "pending_rules": len(self.memory.pending.list()),
         }
+
+    def _exists(self, name: str) -> bool:
+        try:
+            return self.memory.path(name).is_file()
+        except OutsideVault:
+            return True  # there, but refused: warnings() says so
+
+    def model_lines(self) -> list[dict[str, str]]:
+        """Lines the model stored in the memory files (stamped by:model), newest first, for the
+        user to see in status and undo with forget."""
+        found = []
+        for kind in ("semantic", "procedural"):
+            try:
+                lines = self.memory.lines(kind)
+            except OutsideVault:
+                continue
+            rel = self.config.memory.semantic_file if kind == "semantic" else self.config.memory.procedural_file
+            found += [(line.stamp.date, line.index, rel, line) for line in lines if line.stamp is not None and line.stamp.by_model]
+        found.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
+        return [{"line": line.text, "file": rel, "noted": line.stamp.describe()} for _, _, rel, line in found]
 
     def close(self) -> None:
         self.memory.guard.stop()

@@ -38,10 +38,11 @@ SPECS = [
     },
     {
         "name": "memory_remember",
-        "description": "Store a durable fact about the user (kind semantic) or a standing rule for how to work (kind procedural). "
-        "A restatement of a stored line is not added twice. A fact close to a stored line but different (another name, number, "
-        "date, a negation) comes back as a possible update naming that line: call again with mode 'replace' and replace_line "
-        "set to it when the fact changed, or mode 'force' to keep both.",
+        "description": "Store a durable fact about the user (kind semantic) or propose a standing rule for how to work "
+        "(kind procedural). Facts are kept at once, marked as noted by you during a conversation. A rule only takes effect "
+        "once the user approves it. A restatement of a stored line is not added twice. A fact close to a stored line but "
+        "different (another name, number, date, a negation) comes back as a possible update naming that line: call again "
+        "with mode 'replace' and replace_line set to it when the fact changed, or mode 'force' to keep both.",
         "parameters": {
             "type": "object",
             "properties": {
@@ -132,6 +133,7 @@ class Tools:
             mode=str(args.get("mode") or ""),
             replace_line=str(args.get("replace_line") or ""),
             conversation=conversation or "chat",
+            by_model=True,
         )
         if result.added:
             self.reindex(result.path)
@@ -180,6 +182,16 @@ def remember_report(result: Remembered) -> dict:
     report: dict[str, object] = {"status": result.status, "file": result.path}
     if result.status == "added":
         report["section"] = result.section
+        if result.by_model:
+            report["line"] = result.line
+            report["noted_as"] = "noted by you during a conversation (the user sees it listed and can undo it)"
+    elif result.status == "pending":
+        report.update(
+            rule=result.line,
+            pending_id=result.pending_id,
+            note="not active: the rule waits for the user's approval (tarsctl rules, or the web page); "
+            "tell the user you proposed it, and do not follow it until it is approved",
+        )
     elif result.status == "replaced":
         report.update(section=result.section, old=result.replaced, new=result.line)
     elif result.status == "duplicate":
@@ -204,9 +216,18 @@ def tool_summary(name: str, output: str) -> str:
         return ""
     status, where = report.get("status"), report.get("file", "memory")
     if status == "added":
-        return f"remembered in {where}" + (f" under {report['section']}" if report.get("section") else "")
+        under = f" under {report['section']}" if report.get("section") else ""
+        if "line" in report:  # the model's own note: say so, and how to undo it
+            return f"the model noted in {where}{under}: {report['line']!r} (undo: tarsctl forget {report['line']!r})"
+        return f"remembered in {where}{under}"
+    if status == "pending":
+        number = report.get("pending_id", "")
+        return (
+            f"the model proposed a rule, not active until you approve it: {report.get('rule', '')!r} "
+            f"(tarsctl rules approve {number}, or tarsctl rules reject {number})"
+        )
     if status == "replaced":
-        return f"replaced in {where}: {report.get('old', '')!r} -> {report.get('new', '')!r}"
+        return f"the model replaced in {where}: {report.get('old', '')!r} -> {report.get('new', '')!r}"
     if status == "duplicate":
         return f"already in {where}: {report.get('existing', '')!r}"
     if status == "possible_update":

@@ -233,6 +233,7 @@
       if (data.cancelled) answer.notes.append(el("div", "", "stopped"));
       if (data.session_log) answer.notes.append(el("div", "", "session log: " + data.session_log));
       for (const warning of data.warnings || []) answer.notes.append(el("div", "", warning));
+      loadPendingRules(); // the model may have proposed a rule in this answer
     } else if (name === "error") {
       answer.message.classList.add("failed");
       answer.notes.append(el("div", "error", describe(new ApiError(data, 0))));
@@ -347,6 +348,45 @@
     }
   }
 
+  // ---- rules the model proposed: listed until the user approves or rejects each ----
+
+  async function loadPendingRules() {
+    try {
+      const waiting = await json(await api("/rules/pending"));
+      const items = waiting.rules.map((proposal) => {
+        const item = el("li", "pending-rule");
+        item.append(el("span", "pending-text", proposal.rule));
+        for (const [label, approve] of [["Approve", true], ["Reject", false]]) {
+          const button = el("button", "", label);
+          button.type = "button";
+          button.addEventListener("click", () => decideRule(proposal.id, approve));
+          item.append(button);
+        }
+        return item;
+      });
+      $("pending-list").replaceChildren(...items);
+      $("pending-rules").hidden = items.length === 0;
+    } catch (error) {
+      if (error.status !== 401) $("pending-error").textContent = describe(error);
+    }
+  }
+
+  async function decideRule(id, approve) {
+    $("pending-error").textContent = "";
+    try {
+      await json(
+        await api("/rules/pending/" + encodeURIComponent(id), {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ approve }),
+        })
+      );
+    } catch (error) {
+      if (error.status !== 401) $("pending-error").textContent = describe(error);
+    }
+    loadPendingRules();
+  }
+
   // ---- start ----
 
   async function start() {
@@ -371,6 +411,7 @@
       $("app").hidden = false;
       show(document.body.dataset.view || "search");
       describeConversation();
+      loadPendingRules();
     } catch (error) {
       if (error.status !== 401) showLogin(describe(error));
     }
