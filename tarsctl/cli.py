@@ -234,7 +234,9 @@ def _add_setup_commands(commands) -> None:
     http_actions = http.add_subparsers(dest="http_command", required=True, parser_class=_Parser)
     token = http_actions.add_parser("token", help="print the bearer token (made on first use, kept 0600 beside the config file)")
     token.add_argument("--rotate", action="store_true", help="replace it with a new one (tarsd takes it at once)")
-    http_actions.add_parser("url", help="print the web page's address with the token in its #fragment")
+    http_actions.add_parser(
+        "url", help="print the web page's address with the token in its #fragment (only when tarsd says it listens there; else exit 1)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
