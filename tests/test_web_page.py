@@ -195,7 +195,7 @@ def test_the_chat_stays_in_view_after_a_search_and_the_phone_header_shows_the_wh
     # Opened again, the page says how many messages came before, and where they are.
     page.goto(web.url)
     expect(page.locator("#chat-note")).to_contain_text("Carrying on the conversation “web”: 2 earlier messages, not shown here")
-    expect(page.locator("#chat-note")).to_contain_text("they reach a session log when you press New chat")
+    expect(page.locator("#chat-note")).to_contain_text("they go into a session log when you press New chat")
 
     # A phone: the status wraps instead of being cut.
     phone = browser.new_page()

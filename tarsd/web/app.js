@@ -327,14 +327,16 @@
 
   // The page shows only what was said in this tab: say how much came before, and where it is.
   function resumedNote(conversation) {
-    const logged = conversation.messages - conversation.unlogged;
+    const { messages, unlogged } = conversation;
+    const logged = messages - unlogged;
+    const they = messages === 1 ? "it" : "they";
     const where = [
-      logged > 0 ? `${logged} of them already in a session log in sessions/ (search finds them)` : "",
-      conversation.unlogged > 0 ? `${conversation.unlogged === conversation.messages ? "they reach" : "the rest reach"} a session log when you press New chat` : "",
+      logged > 0 ? `${logged} already in a session log in sessions/ (search finds ${logged === 1 ? "it" : "them"})` : "",
+      unlogged > 0 ? `${logged > 0 ? "the rest go" : they + (messages === 1 ? " goes" : " go")} into a session log when you press New chat` : "",
     ].filter(Boolean);
     return (
-      `Carrying on the conversation “${CONVERSATION}”: ${plural(conversation.messages, "earlier message")}, ` +
-      `not shown here (from this or another browser); ${where.join("; ")}. tars remembers them.`
+      `Carrying on the conversation “${CONVERSATION}”: ${plural(messages, "earlier message")}, not shown here ` +
+      `(from this or another browser); ${where.join("; ")}. tars still takes ${messages === 1 ? "it" : "them"} into account.`
     );
   }
 
