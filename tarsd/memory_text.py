@@ -14,6 +14,8 @@ A memory line is one line of printable text. Refused:
 - bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they make a line
   read differently on screen from what the model gets. The single marks U+200E/U+200F
   (LRM/RLM) and U+061C stay: right-to-left text needs them and they reorder nothing;
+- Unicode tag characters (U+E0000-U+E007F): invisible on screen, yet a model reads them as
+  text, so they could carry words the user never sees;
 - ``<!--`` and ``-->``: only tars writes provenance stamps, so a line cannot claim a date,
   a conversation or an author of its own;
 - for a section: a name starting with ``#`` (a heading mark) or a list marker.
@@ -68,6 +70,12 @@ def one_line(text: str, what: str) -> str:
             raise UnsafeMemoryText(
                 f"the {what} holds a bidi control character ({_BIDI[char]}, U+{ord(char):04X}) that makes it read differently on screen",
                 f"{hint}, without that character",
+            )
+        if "\U000e0000" <= char <= "\U000e007f":
+            raise UnsafeMemoryText(
+                f"the {what} holds an invisible Unicode tag character (U+{ord(char):04X}): it would say more to the model "
+                "than shows on screen",
+                f"{hint}, without invisible tag characters",
             )
         if unicodedata.category(char) == "Cc" and char != "\t":
             raise UnsafeMemoryText(f"the {what} holds a control character ({_name(char)})", f"{hint}, without control characters")

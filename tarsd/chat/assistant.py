@@ -428,12 +428,10 @@ class Assistant:
         """Lines the model stored in the memory files (stamped by:model), newest first, for the
         user to see in status and undo with forget."""
         found = []
-        for kind in ("semantic", "procedural"):
-            try:
-                lines = self.memory.lines(kind)
-            except OutsideVault:
-                continue
-            rel = self.config.memory.semantic_file if kind == "semantic" else self.config.memory.procedural_file
+        files = self.config.memory
+        # As the prompt reads them (a file out of the vault reads empty, a huge line is cut).
+        for rel, text in ((files.semantic_file, self.memory.read_semantic()), (files.procedural_file, self.memory.read_procedural())):
+            lines = memory_lines(text)
             found += [(line.stamp.date, line.index, rel, line) for line in lines if line.stamp is not None and line.stamp.by_model]
         found.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
         return [{"line": line.text, "file": rel, "noted": line.stamp.describe()} for _, _, rel, line in found]
