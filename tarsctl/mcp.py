@@ -328,8 +328,10 @@ REMEMBER_SCHEMA = {
 
 def _build_remember(args: dict[str, Any], client: str) -> Message:
     fields = {key: args[key] for key in ("fact", "kind", "section", "mode", "replace_line") if key in args}
-    # The line's provenance stamp names the AI tool it came from: <!-- tars:2026-11-22 chat:mcp:claude-code -->.
-    return _convert({**fields, "conversation": f"mcp:{client}"[:200]}, Remember)
+    # The line's provenance stamp names the AI tool it came from: <!-- tars:2026-11-22 chat:mcp:claude-code by:model -->.
+    # An AI tool decides on its own to call remember (a note it read may have asked it to), so its lines are
+    # the model's: facts are stamped so, rules wait for the user's approval (docs/memory.md).
+    return _convert({**fields, "conversation": f"mcp:{client}"[:200], "by_model": True}, Remember)
 
 
 def _render_remembered(reply: Remembered) -> Rendered:
@@ -340,6 +342,11 @@ def _render_remembered(reply: Remembered) -> Rendered:
         text = f"replaced in {where}:\n- {reply.replaced}\n+ {reply.line}"
     elif reply.status == "duplicate":
         text = f"already remembered in {reply.path}: {reply.similar!r}; nothing changed"
+    elif reply.status == "pending":
+        text = (
+            f"proposed, not active: the rule {reply.line!r} waits for the user's approval (`tarsctl rules`, the web page). "
+            "Tell the user it needs their approval."
+        )
     else:
         text = (
             f"not stored: {where} has a similar line: {reply.similar!r} ({reply.reason}). If the user changed this fact, call "

@@ -144,6 +144,9 @@ class Remember(Message, tag="remember"):
     mode: Annotated[str, Meta(max_length=16)] = ""
     replace_line: Annotated[str, Meta(max_length=10_000)] = ""
     conversation: Annotated[str, Meta(max_length=200)] = ""  # for the line's provenance: the chat it came from
+    # A model asked, not the user (tarsctl mcp and /mcp set it: an AI tool calls remember on its own
+    # judgement): the fact is stamped by:model, and a rule waits for the user's approval (docs/memory.md).
+    by_model: bool = False
 
 
 class Forget(Message, tag="forget"):
@@ -516,7 +519,7 @@ class Remembered(Message, tag="remembered"):
     path: str = ""
     section: str = ""
     duplicate_of: str = ""  # the line already there, when a duplicate
-    status: str = ""  # added | replaced | duplicate | possible_update
+    status: str = ""  # added | replaced | duplicate | possible_update | pending (a model's rule awaiting approval)
     similar: str = ""  # the line it repeats or resembles (or replaced)
     reason: str = ""  # a possible update: what differs
     replaced: str = ""  # the old line, when replaced

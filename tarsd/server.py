@@ -509,6 +509,7 @@ class Server:
             request.mode,
             request.replace_line,
             request.conversation,
+            request.by_model,
         )
         yield Remembered(
             id=request.id,

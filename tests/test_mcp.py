@@ -191,7 +191,7 @@ def test_remember_update_and_forget(start_daemon, filled_vault, tmp_path):
     daemon = start_daemon()
     log = tmp_path / "mcp.log"
     memory = filled_vault / "Memory.md"
-    stamp = new_stamp("mcp:test-client").render()
+    stamp = new_stamp("mcp:test-client", by_model=True).render()  # an AI tool is a model: its lines say so
 
     async def scenario():
         async with mcp_session(daemon.env, log) as session:
@@ -210,7 +210,10 @@ def test_remember_update_and_forget(start_daemon, filled_vault, tmp_path):
             assert text(replaced) == "replaced in Memory.md under Core:\n- My locker number is 12\n+ My locker number is 14"
 
             rule = await session.call_tool("remember", {"fact": "Use metric units", "kind": "procedural"})
-            assert rule.structured_content["path"] == "Procedural.md"
+            # A rule from an AI tool is only proposed: nothing is active until the user approves it.
+            assert rule.structured_content["status"] == "pending" and "waits for the user's approval" in text(rule)
+            assert "metric" not in (filled_vault / "Procedural.md").read_text()
+            assert daemon.tarsctl("rules").stdout.count("Use metric units") == 1
 
             listed = await session.call_tool("forget", {"text": "locker"})
             [candidate] = listed.structured_content["candidates"]

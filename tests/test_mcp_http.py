@@ -44,7 +44,7 @@ def test_the_tools_over_http_answer_as_over_stdio(http_daemon, vault):
             memory = await mcp.read_resource("tars://memory")
             [content] = memory.contents
             assert isinstance(content, types.TextResourceContents) and "green Brompton" in content.text
-            assert "chat:mcp:" in content.text  # stamped with where it came from
+            assert "chat:mcp:" in content.text and "by:model -->" in content.text  # stamped with where it came from, as a model
             outside = await mcp.call_tool("get_note", {"path": "../../etc/passwd"})
             assert outside.is_error, text(outside)
 

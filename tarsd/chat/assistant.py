@@ -322,9 +322,16 @@ class Assistant:
     # ---- memory and feedback ----
 
     def remember(
-        self, fact: str, kind: str = "semantic", section: str = "", mode: str = "", replace_line: str = "", conversation: str = ""
+        self,
+        fact: str,
+        kind: str = "semantic",
+        section: str = "",
+        mode: str = "",
+        replace_line: str = "",
+        conversation: str = "",
+        by_model: bool = False,
     ) -> Remembered:
-        result = self.memory.remember(fact, kind, section, mode, replace_line, conversation)
+        result = self.memory.remember(fact, kind, section, mode, replace_line, conversation, by_model=by_model)
         if result.added:
             self.reindex_soon(result.path)
         return result
