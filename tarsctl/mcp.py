@@ -378,7 +378,8 @@ FORGET_SCHEMA = {
 def _build_forget(args: dict[str, Any], _client: str) -> Message:
     if not str(args.get("text", "")).strip() and not str(args.get("confirm_line", "")).strip():
         raise BadArguments("give text (words of the line to forget) or confirm_line")
-    return _convert({key: args[key] for key in ("text", "kind", "confirm_line", "limit") if key in args}, Forget)
+    # An AI tool may remove only the lines a model noted; the user's own lines stay the user's to remove.
+    return _convert({**{key: args[key] for key in ("text", "kind", "confirm_line", "limit") if key in args}, "by_model": True}, Forget)
 
 
 def _render_forgotten(reply: Forgotten) -> Rendered:

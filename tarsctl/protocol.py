@@ -158,6 +158,7 @@ class Forget(Message, tag="forget"):
     kind: Annotated[str, Meta(max_length=32)] = "semantic"
     confirm_line: Annotated[str, Meta(max_length=10_000)] = ""
     limit: Annotated[int, Meta(ge=1, le=50)] = 5
+    by_model: bool = False  # an AI tool asked (tarsctl mcp, /mcp): only lines stamped by:model may be removed
 
 
 class ReadNote(Message, tag="read_note"):

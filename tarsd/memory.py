@@ -437,9 +437,10 @@ class MemoryFiles:
 
     # ---- forget ----
 
-    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5) -> Forgotten:
+    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5, by_model: bool = False) -> Forgotten:
         """Without ``confirm_line``: the lines closest to ``text``, best first, for the user to
-        choose from. With it: that exact line is removed."""
+        choose from. With it: that exact line is removed. ``by_model`` (an AI tool over MCP asked):
+        only lines stamped by:model may go; the user's own lines are removed by the user."""
         target = self.target(kind)
         rel = self.rel(target)
         with self._lock:
@@ -448,6 +449,12 @@ class MemoryFiles:
                 old = self._find(existing, confirm_line)
                 if old is None:
                     raise ValueError(f"{confirm_line.strip()!r} is not in {rel} (any more); run forget again to see its lines now")
+                if by_model and (old.stamp is None or not old.stamp.by_model):
+                    # A note the model read could ask it to delete what the user wrote: that waits for the user.
+                    raise NotTheModels(
+                        f"{old.text!r} in {rel} is the user's line: a model may only remove lines it noted itself",
+                        f"ask the user to run: tarsctl forget {old.text!r}",
+                    )
                 old_key = facts.key(old.text)
 
                 def change(current: str) -> str:
@@ -543,6 +550,14 @@ class MemoryFiles:
 # Control characters other than tab and line ends: a NUL would make the vault file binary
 # (never indexed again), the others show as nothing or garble the editor.
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+class NotTheModels(ValueError):
+    """A model asked to remove a line the user wrote; the hint says how the user does it."""
+
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
 
 
 def printable(text: str) -> str:

@@ -525,7 +525,9 @@ class Server:
         )
 
     async def _forget(self, request: Forget, _peer: Peer) -> AsyncIterator[Message]:
-        done = await asyncio.to_thread(self.daemon.assistant.forget, request.text, request.kind, request.confirm_line, request.limit)
+        done = await asyncio.to_thread(
+            self.daemon.assistant.forget, request.text, request.kind, request.confirm_line, request.limit, request.by_model
+        )
         candidates = [MemoryCandidate(c.line, c.section, c.line_number, c.score, c.provenance) for c in done.candidates]
         yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed)
 

@@ -223,6 +223,10 @@ def test_remember_update_and_forget(start_daemon, filled_vault, tmp_path):
             gone = await session.call_tool("forget", {"confirm_line": candidate["line"]})
             assert text(gone) == "removed from Memory.md: My locker number is 14" and "locker" not in memory.read_text()
 
+            # A line the user wrote is not the AI tool's to remove (a note it read could ask it to).
+            users = await session.call_tool("forget", {"confirm_line": "Name: Sam"})
+            assert users.is_error and "tarsctl forget 'Name: Sam'" in text(users) and "- Name: Sam\n" in memory.read_text()
+
             neither = await session.call_tool("forget", {})
             assert neither.is_error and "give text" in text(neither)
 

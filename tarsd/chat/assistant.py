@@ -336,8 +336,8 @@ class Assistant:
             self.reindex_soon(result.path)
         return result
 
-    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5) -> Forgotten:
-        result = self.memory.forget(text, kind, confirm_line, limit)
+    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5, by_model: bool = False) -> Forgotten:
+        result = self.memory.forget(text, kind, confirm_line, limit, by_model)
         if result.removed:
             self.reindex_soon(result.path)
         return result
