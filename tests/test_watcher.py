@@ -1,13 +1,26 @@
-"""The watchdog observer: events become path hints, and a dead observer is replaced."""
+"""The watchdog observer: events become path hints, and a dead, flooded or lagging observer is
+replaced, followed by a rescan."""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import threading
+import time
+
+import pytest
 
 from conftest import write
 from daemon_harness import wait_for
+from tarsctl.client import Client
+from tarsctl.protocol import Search
 from tarsd.watcher import VaultWatcher
+
+_libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+STORM_SECONDS = 10.0
 
 
 def test_events_become_hints_and_a_dead_observer_is_replaced(vault):
@@ -36,15 +49,95 @@ def test_events_become_hints_and_a_dead_observer_is_replaced(vault):
         watcher.stop()
 
 
-def test_a_kernel_queue_overflow_asks_for_a_reconcile(vault):
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the death is the point
+def test_a_watcher_thread_that_dies_of_an_exception_is_replaced_and_named(vault):
+    seen: list[str] = []
+    rescans: list[bool] = []
+
+    def on_path(rel: str) -> None:
+        if rel == "boom.md":
+            raise RuntimeError("boom")  # the observer's dispatch thread dies of it, as of any bug
+        seen.append(rel)
+
+    watcher = VaultWatcher(vault.resolve(), on_path, lambda: rescans.append(True))
+    watcher.start()
+    try:
+        write(vault, "boom.md", "one")
+        wait_for(lambda: not watcher.alive, "the observer thread to die")
+        watcher.check()
+        described = watcher.describe()
+        assert watcher.alive and described["restarts"] == 1 and rescans == [True]
+        assert described["last_restart_reason"] == "a watchdog thread died: RuntimeError: boom"
+        write(vault, "after.md", "two")
+        wait_for(lambda: "after.md" in seen, "events from the new observer")
+    finally:
+        watcher.stop()
+
+
+def test_a_kernel_queue_overflow_replaces_the_observer_and_rescans(vault):
     rescans: list[bool] = []
     watcher = VaultWatcher(vault.resolve(), lambda path: None, lambda: rescans.append(True))
     watcher.start()
     try:
-        # watchdog reports an overflow only in its log; the events lost with it are unknown.
+        # watchdog reports an overflow only in its log; the events lost with it are unknown,
+        # and its own rebuild of the watches is what dies of a KeyError after folder swaps.
         logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
-        assert rescans == [True] and watcher.describe()["overflows"] == 1
+        assert not watcher.alive and watcher.describe()["overflows"] == 1
+        watcher.check()
+        described = watcher.describe()
+        assert watcher.alive and rescans == [True] and described["restarts"] == 1
+        assert "overflowed" in described["last_restart_reason"] and described["last_restart_at"] > 0
     finally:
         watcher.stop()
     logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
-    assert rescans == [True]  # a stopped watcher no longer listens
+    assert watcher.describe()["overflows"] == 1  # a stopped watcher no longer listens
+
+
+def _swap_storm(first: bytes, second: bytes, seconds: float) -> None:
+    """renameat2(RENAME_EXCHANGE) on two folders in a loop, at C speed (ctypes drops the GIL)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(1000):
+            if _libc.renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE) != 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+
+def _search_ms(daemon, query: str) -> tuple[list[str], float]:
+    """Hits and the daemon's own time for the search (its settle wait included)."""
+    with Client(daemon.socket, timeout=30) as client:
+        reply = client.call(Search(id=1, query=query, mode="fts", limit=50))
+    return [hit.path for hit in reply.results], reply.elapsed_ms
+
+
+def test_a_storm_of_folder_swaps_leaves_a_watcher_that_hears_new_saves(start_daemon, vault):
+    # Two pairs of folders swapped as fast as the kernel allows: far more events than watchdog
+    # reads, so the kernel's queue overflows; watchdog's reader then dies of a KeyError (its path
+    # maps no longer match the folders) or stays seconds behind, while its threads look alive.
+    for folder in "ABCD":
+        for sub in range(3):
+            write(vault, f"{folder}/sub{sub}/note.md", f"note {folder}{sub}")
+    daemon = start_daemon()
+    wait_for(lambda: daemon.status().coverage.reconciled, "the start-up scan")
+    storms = [
+        threading.Thread(target=_swap_storm, args=(os.fsencode(vault / a), os.fsencode(vault / b), STORM_SECONDS)) for a, b in ("AB", "CD")
+    ]
+    for storm in storms:
+        storm.start()
+    for storm in storms:
+        storm.join()
+    ended = time.monotonic()
+
+    write(vault, "after-storm.md", "a zebracorn came by after the storm")
+    wait_for(lambda: "after-storm.md" in _search_ms(daemon, "zebracorn")[0], "the new note", deadline=5.0)
+    remaining = max(0.1, 5.0 - (time.monotonic() - ended))
+    wait_for(lambda: _search_ms(daemon, "zebracorn")[1] < 300, "a search without the settle wait", deadline=remaining)
+    assert time.monotonic() - ended < 5.0
+    latencies = [_search_ms(daemon, "note")[1] for _ in range(3)]
+    assert max(latencies) < 300, latencies  # back to normal, not the full 1 s settle wait each time
+
+    watcher = daemon.status().watcher
+    assert watcher["alive"] and watcher["restarts"] >= 1 and watcher["last_restart_reason"], watcher
+    shown = daemon.tarsctl("status")
+    assert "last restart" in shown.stdout and watcher["last_restart_reason"] in shown.stdout, shown.stdout
+    # Once the rescan after the last restart is done, replies stop warning about it.
+    wait_for(lambda: not daemon.status().coverage.watcher, "the rescan after the restart")

@@ -16,6 +16,7 @@ from ..engine import Engine
 from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update, memory_lines, printable
 from ..memory_vectors import LineVectors
 from ..vault import OutsideVault, owned_file
+from ..vault_root import make_folders
 from . import prompts
 from .conversations import ChatMessage, Conversation, ConversationStore, ToolCall
 from .providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
@@ -261,6 +262,7 @@ class Assistant:
                 "",
             ]
         )
+        make_folders(self.vault, folder)
         atomic_update(path, lambda _: body)
         rel = path.relative_to(self.vault).as_posix()
         self.reindex(rel)
