@@ -9,7 +9,8 @@ queue, watchdog reads the backlog for many seconds, then its rebuild after the o
 of a KeyError in its reader thread while the observer thread runs on. So the supervisor
 replaces the observer (and tarsd rescans the vault) when any of its threads died (heard
 through threading.excepthook, and seen by a look at each thread), when the kernel's queue
-overflowed, or when a cookie (below) waited too long for its event; and it follows the vault
+overflowed, or when a cookie (below) waited too long for its event (a search's, or its own
+probe, made while events flow in); and it follows the vault
 folder going away and coming back (tarsd/vault_root.py). Status and every search reply say
 so until the rescan after the restart is done.
 
@@ -153,6 +154,7 @@ class VaultWatcher:
         self.observer: BaseObserver | None = None
         self._reader: BaseThread | None = None  # inotify's reader thread, owned here so it is always closed
         self.events = 0
+        self._events_checked = 0  # the event count at the last check
         self.restarts = 0
         self.last_event_at: float | None = None
         self.error: str | None = None
@@ -176,16 +178,7 @@ class VaultWatcher:
             return False
         loop = asyncio.get_running_loop()
         seen = loop.create_future()
-        name = f"{COOKIE_PREFIX}{os.getpid()}-{next(self._cookie_numbers)}"
-        with self._cookies_lock:
-            self._cookies[name] = _Cookie(time.monotonic(), lambda: loop.call_soon_threadsafe(lambda: seen.done() or seen.set_result(True)))
-        try:
-            cookie = self.root / name
-            os.close(os.open(cookie, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-            os.unlink(cookie)
-        except OSError:
-            with self._cookies_lock:
-                self._cookies.pop(name, None)
+        if not self._send_cookie(lambda: loop.call_soon_threadsafe(lambda: seen.done() or seen.set_result(True))):
             return False
         try:
             await asyncio.wait_for(seen, timeout)
@@ -193,6 +186,21 @@ class VaultWatcher:
         except TimeoutError:
             # Still awaited: the supervisor replaces a watcher that stays this far behind.
             self.wake()
+            return False
+
+    def _send_cookie(self, seen: Callable[[], None]) -> bool:
+        """Make a cookie; ``seen`` is called when its event arrives. False if it cannot be made."""
+        name = f"{COOKIE_PREFIX}{os.getpid()}-{next(self._cookie_numbers)}"
+        with self._cookies_lock:
+            self._cookies[name] = _Cookie(time.monotonic(), seen)
+        try:
+            cookie = self.root / name
+            os.close(os.open(cookie, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            os.unlink(cookie)
+            return True
+        except OSError:
+            with self._cookies_lock:
+                self._cookies.pop(name, None)
             return False
 
     def cookie_seen(self, name: str) -> None:
@@ -305,6 +313,10 @@ class VaultWatcher:
                 self._restart(f"the vault folder {self.root} is there again")
                 return
             behind = self._behind()
+            if not behind and self.events != self._events_checked:
+                # Busy since the last look: probe whether it keeps up, even when no search asks.
+                self._send_cookie(lambda: None)
+            self._events_checked = self.events
             if behind >= BEHIND_LIMIT_SECONDS:
                 # Its threads may all run, yet it reports nothing new: the kernel's queue holds a
                 # flood of events (and its overflow) that would take many seconds to read.

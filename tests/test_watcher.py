@@ -20,7 +20,7 @@ from tarsd.watcher import VaultWatcher
 _libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100
 RENAME_EXCHANGE = 2
-STORM_SECONDS = 10.0
+STORM_SECONDS = 5.0
 
 
 def test_events_become_hints_and_a_dead_observer_is_replaced(vault):
@@ -109,15 +109,16 @@ def _search_ms(daemon, query: str) -> tuple[list[str], float]:
     return [hit.path for hit in reply.results], reply.elapsed_ms
 
 
-def test_a_storm_of_folder_swaps_leaves_a_watcher_that_hears_new_saves(start_daemon, vault):
-    # Two pairs of folders swapped as fast as the kernel allows: far more events than watchdog
-    # reads, so the kernel's queue overflows; watchdog's reader then dies of a KeyError (its path
-    # maps no longer match the folders) or stays seconds behind, while its threads look alive.
+def _storm_vault(vault) -> None:
     for folder in "ABCD":
         for sub in range(3):
             write(vault, f"{folder}/sub{sub}/note.md", f"note {folder}{sub}")
-    daemon = start_daemon()
-    wait_for(lambda: daemon.status().coverage.reconciled, "the start-up scan")
+
+
+def _storm(vault) -> float:
+    """Two pairs of folders swapped as fast as the kernel allows: far more events than watchdog
+    reads, so the kernel's queue overflows, and watchdog's path maps no longer match the
+    folders. Returns the monotonic time it ended."""
     storms = [
         threading.Thread(target=_swap_storm, args=(os.fsencode(vault / a), os.fsencode(vault / b), STORM_SECONDS)) for a, b in ("AB", "CD")
     ]
@@ -125,7 +126,19 @@ def test_a_storm_of_folder_swaps_leaves_a_watcher_that_hears_new_saves(start_dae
         storm.start()
     for storm in storms:
         storm.join()
-    ended = time.monotonic()
+    return time.monotonic()
+
+
+def test_a_storm_of_folder_swaps_leaves_a_watcher_that_hears_new_saves(start_daemon, vault):
+    # Unhealed, the watcher reads its backlog for many seconds after the storm (every search
+    # waiting the full settle time meanwhile), then dies of a KeyError in its reader thread
+    # while its observer thread runs on: deaf until tarsd restarts.
+    _storm_vault(vault)
+    daemon = start_daemon()
+    wait_for(lambda: daemon.status().coverage.reconciled, "the start-up scan")
+    ended = _storm(vault)
+    # Noticed with no search asking: the supervisor probes a watcher that events keep busy.
+    wait_for(lambda: daemon.status().watcher["restarts"] >= 1, "the watcher to be replaced", deadline=5.0)
 
     write(vault, "after-storm.md", "a zebracorn came by after the storm")
     wait_for(lambda: "after-storm.md" in _search_ms(daemon, "zebracorn")[0], "the new note", deadline=5.0)
