@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write
+from conftest import tmpfs, write
 from daemon_harness import wait_for
 from tarsctl.client import Client, RemoteError
 from tarsctl.protocol import Remember, Search
@@ -121,3 +121,24 @@ def test_a_chat_while_the_vault_is_missing_writes_no_session_log(start_daemon, v
     assert "Perry is your beagle." in done.stdout  # the answer itself is not lost
     assert "missing" in done.stderr and "session log: " not in done.stderr, done.stderr
     assert not vault.exists() and _tree(away) == {}
+
+
+def test_an_unmounted_drive_leaves_a_mount_point_that_is_not_taken_for_the_vault(start_daemon, vault):
+    with tmpfs(vault):
+        write(vault, "alpha.md", "the aardvark note on the drive")
+        daemon = start_daemon()
+        wait_for(lambda: "alpha.md" in daemon.search("aardvark"), "the start-up scan")
+    # The drive is gone; its empty mount point is still a folder at the vault's path.
+    assert vault.is_dir() and not os.path.ismount(vault)
+    status = wait_for(lambda: (s := daemon.status()).vault_error and s, "status to notice the unmounted drive")
+    assert "mounted drive" in status.vault_error
+    assert daemon.search("aardvark") == ["alpha.md"]  # the empty mount point did not empty the index
+    refused = daemon.tarsctl("remember", "--force", "My cat is Luna")
+    assert refused.returncode != 0 and "nothing is mounted there" in refused.stderr, refused
+    assert list(vault.iterdir()) == []  # nothing landed on the mount point
+
+    with tmpfs(vault):
+        wait_for(lambda: not daemon.status().vault_error, "status to see the drive mounted again")
+        write(vault, "beta.md", "the bison note on the drive mounted again")
+        wait_for(lambda: "beta.md" in daemon.search("bison"), "the new note")
+        daemon.stop()
