@@ -79,6 +79,8 @@ _CHANGES = {"created", "deleted", "moved", "closed"}
 # the events lost with it are found again by a reconcile.
 _OVERFLOW_LOGGER = "watchdog.observers.inotify_c"
 _OVERFLOW_TEXT = "queue overflow"
+_EMITTER_LOGGER = "watchdog.observers.inotify"
+_STOP_NOISE = "InotifyEmitter.queue_events() called when the thread is inactive"
 COOKIE_PREFIX = ".tars-sync-"
 # A watcher that dies again at once (a storm of folder swaps going on) is replaced at most this
 # often; one that cannot start (the inotify watch limit) is tried again this often.
@@ -97,6 +99,14 @@ class _OverflowListener(logging.Handler):
         if _OVERFLOW_TEXT in record.getMessage().lower():
             self.watcher.overflows += 1
             self.watcher.needs_restart("the kernel's inotify event queue overflowed and events were lost")
+
+
+class _StopNoise(logging.Filter):
+    """watchdog logs this at ERROR when its emitter thread reads once more while being stopped,
+    as on every restart; nothing went wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _STOP_NOISE
 
 
 class _Handler(FileSystemEventHandler):
@@ -138,10 +148,14 @@ def _thread_died(args: threading.ExceptHookArgs) -> None:
     _chained_excepthook(args)  # the traceback still goes to the log
 
 
-def _hear_thread_deaths(watcher: VaultWatcher) -> None:
+def _listen(watcher: VaultWatcher) -> None:
+    """Hear the deaths of observer threads, and quiet watchdog's noise about stopping them."""
     global _chained_excepthook
     if threading.excepthook is not _thread_died:
         _chained_excepthook, threading.excepthook = threading.excepthook, _thread_died
+    emitter_log = logging.getLogger(_EMITTER_LOGGER)
+    if not any(isinstance(f, _StopNoise) for f in emitter_log.filters):
+        emitter_log.addFilter(_StopNoise())
     _watchers.add(watcher)
 
 
@@ -169,7 +183,7 @@ class VaultWatcher:
         self._cookies: dict[str, _Cookie] = {}  # made, not reported yet
         self._cookies_lock = threading.Lock()
         self._cookie_numbers = itertools.count()
-        _hear_thread_deaths(self)
+        _listen(self)
 
     async def caught_up(self, timeout: float) -> bool:
         """Wait until every change made in the vault before this call has been reported.

@@ -154,3 +154,14 @@ def test_a_storm_of_folder_swaps_leaves_a_watcher_that_hears_new_saves(start_dae
     assert "last restart" in shown.stdout and watcher["last_restart_reason"] in shown.stdout, shown.stdout
     # Once the rescan after the last restart is done, replies stop warning about it.
     wait_for(lambda: not daemon.status().coverage.watcher, "the rescan after the restart")
+
+
+def test_watchdogs_error_about_stopping_its_emitter_is_not_logged(vault, caplog):
+    # watchdog logs it at ERROR when its emitter reads once more while being stopped, which
+    # happens on restarts; its other errors still reach the log.
+    VaultWatcher(vault.resolve(), lambda path: None, lambda: None)
+    emitter_log = logging.getLogger("watchdog.observers.inotify")
+    with caplog.at_level(logging.ERROR, logger="watchdog.observers.inotify"):
+        emitter_log.error("InotifyEmitter.queue_events() called when the thread is inactive")
+        emitter_log.error("Unable to rebuild recursive inotify watches")
+    assert [r.getMessage() for r in caplog.records] == ["Unable to rebuild recursive inotify watches"]
