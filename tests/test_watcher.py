@@ -3,6 +3,7 @@ replaced, followed by a rescan."""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import logging
 import os
@@ -15,6 +16,8 @@ from conftest import write
 from daemon_harness import wait_for
 from tarsctl.client import Client
 from tarsctl.protocol import Search
+from tarsd.status import coverage
+from tarsd.sync_queue import SyncQueue
 from tarsd.watcher import VaultWatcher
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -165,3 +168,31 @@ def test_watchdogs_error_about_stopping_its_emitter_is_not_logged(vault, caplog)
         emitter_log.error("InotifyEmitter.queue_events() called when the thread is inactive")
         emitter_log.error("Unable to rebuild recursive inotify watches")
     assert [r.getMessage() for r in caplog.records] == ["Unable to rebuild recursive inotify watches"]
+
+
+def test_replies_say_the_watcher_was_restarted_until_the_rescan_after_it_is_done(vault, make_engine):
+    write(vault, "a.md", "one")
+    engine = make_engine(kind="none")
+
+    async def run() -> None:
+        queue = SyncQueue(engine.indexer, 0.05)
+        worker = asyncio.create_task(queue.run())
+        watcher = VaultWatcher(vault.resolve(), queue.touch, queue.request_reconcile)
+        watcher.start()
+        try:
+            await queue.index(None)  # a rescan before the restart does not count for it
+            watcher.observer.stop()  # the observer thread dies
+            watcher.observer.join(timeout=10)
+            said = coverage(queue, engine, watcher).incomplete(semantic=False)
+            assert any(note.startswith("the file watcher is not running") for note in said), said
+            await asyncio.to_thread(watcher.check)  # restarts it and asks for a rescan
+            said = coverage(queue, engine, watcher).incomplete(semantic=False)
+            assert any(note.startswith("the file watcher was restarted at") and "rescanning" in note for note in said), said
+            await queue.index(None)
+            assert coverage(queue, engine, watcher).watcher == ""
+        finally:
+            watcher.stop()
+            await queue.stop()
+            await worker
+
+    asyncio.run(run())
