@@ -151,10 +151,12 @@ def test_a_storm_of_folder_swaps_leaves_a_watcher_that_hears_new_saves(start_dae
     latencies = [_search_ms(daemon, "note")[1] for _ in range(3)]
     assert max(latencies) < 300, latencies  # back to normal, not the full 1 s settle wait each time
 
-    watcher = daemon.status().watcher
-    assert watcher["alive"] and watcher["restarts"] >= 1 and watcher["last_restart_reason"], watcher
+    # The watcher started in the storm's last second may still be replaced once more.
+    watcher = wait_for(lambda: (w := daemon.status().watcher)["alive"] and w, "the replacement watcher to run")
+    assert watcher["restarts"] >= 1 and watcher["last_restart_reason"], watcher
     shown = daemon.tarsctl("status")
-    assert "last restart" in shown.stdout and watcher["last_restart_reason"] in shown.stdout, shown.stdout
+    line = next(line for line in shown.stdout.splitlines() if line.startswith("watcher"))
+    assert "; last restart " in line and any(why in line for why in ("behind", "overflowed", "died")), line
     # Once the rescan after the last restart is done, replies stop warning about it.
     wait_for(lambda: not daemon.status().coverage.watcher, "the rescan after the restart")
 
