@@ -465,7 +465,7 @@ def _status(client: Client, args) -> int:
     scan = "done" if coverage.reconciled else f"running ({coverage.scan_done:,} of {coverage.scan_total:,} notes checked)"
     last_error = reply.last_sync.get("error")
     lines = [
-        f"vault      {reply.vault}",
+        f"vault      {reply.vault}" + (f" MISSING: {reply.vault_error}" if reply.vault_error else ""),
         f"database   {reply.database} ({reply.database_bytes / 1e6:.1f} MB)",
         f"notes      {counts.get('files', 0):,} indexed, {counts.get('skipped', 0):,} skipped, "
         f"{counts.get('conflicts', 0):,} sync conflicts; start-up scan {scan}",
@@ -476,7 +476,8 @@ def _status(client: Client, args) -> int:
         f"queue      {reply.queue_depth} waiting{', indexing now' if reply.indexing else ''}",
         f"last sync  {_ago(reply.last_sync.get('at'))}" + (f", error: {last_error}" if last_error else ""),
         f"watcher    {'alive' if watcher.get('alive') else 'NOT RUNNING'}, "
-        f"{watcher.get('events', 0)} events, {watcher.get('restarts', 0)} restarts, {watcher.get('overflows', 0)} queue overflows",
+        f"{watcher.get('events', 0)} events, {watcher.get('restarts', 0)} restarts, {watcher.get('overflows', 0)} queue overflows"
+        + _last_restart(watcher),
         f"uptime     {reply.uptime:.0f} s",
         "versions   " + ", ".join(f"{k} {v}" for k, v in reply.versions.items()),
     ]
@@ -523,6 +524,12 @@ def _status(client: Client, args) -> int:
         for path, kind, reason in reply.problems:
             print(f"  {path} ({kind}): {reason}")
     return EXIT_OK
+
+
+def _last_restart(watcher: dict) -> str:
+    if not watcher.get("last_restart_at"):
+        return ""
+    return f"; last restart {_ago(watcher['last_restart_at'])}: {watcher.get('last_restart_reason') or 'unknown cause'}"
 
 
 def _ago(timestamp) -> str:

@@ -279,10 +279,16 @@ class Coverage(msgspec.Struct):
     pending_vectors: int = 0  # passages without a vector yet
     embedder: str = ""  # ready | loading | unavailable | disabled
     embedder_reason: str = ""  # why there are no vectors now, and what to do
+    vault_error: str = ""  # the vault folder is missing: results come from the index as it was
+    watcher: str = ""  # the file watcher is down, or was restarted and the rescan has not finished
 
     def incomplete(self, semantic: bool) -> list[str]:
         """One sentence per way results may be incomplete ("semantic": vectors matter too)."""
         notes = []
+        if self.vault_error:
+            notes.append(f"{self.vault_error}: results come from the index as it was before")
+        if self.watcher:
+            notes.append(self.watcher)
         if not self.reconciled:
             if self.scan_total:
                 notes.append(f"index still being built: {self.scan_done:,} of {self.scan_total:,} notes checked")
@@ -469,7 +475,7 @@ class StatusReply(Message, tag="status_reply"):
     queue_depth: int = 0
     indexing: bool = False
     last_sync: dict[str, Any] = {}  # at (unix time), error, indexed, deleted, seconds, next_attempt_at
-    watcher: dict[str, Any] = {}  # alive, events, restarts, last_event_at, error
+    watcher: dict[str, Any] = {}  # alive, events, restarts, overflows, last_event_at, last_restart_at, last_restart_reason, error
     problems: list[list[str]] = []  # [path, "skipped" | "repaired", reason]
     health: dict[str, int] = {}  # files needing attention by state (status --files lists them)
     files: list[FileHealth] = []  # with Status(files=True)
@@ -478,6 +484,7 @@ class StatusReply(Message, tag="status_reply"):
     warnings: list[str] = []
     memory: MemoryStatus = msgspec.field(default_factory=MemoryStatus)
     http: HttpStatus = msgspec.field(default_factory=HttpStatus)
+    vault_error: str = ""  # why the vault folder cannot be used now (missing, drive unmounted); "" when fine
 
 
 class Stopping(Message, tag="stopping"):

@@ -191,8 +191,9 @@ def atomic_update(
     ``written`` gets the stat of the version written. ``displaced`` is told when an editor's
     save landed between the check and the swap and was swapped back: for those microseconds
     our version stood at the path, and an editor that read it then may save a copy without
-    its own last change (the write guard watches for that). Returns the text written, or None."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    its own last change (the write guard watches for that). Returns the text written, or None.
+    The file's folder must exist: the caller makes it (vault_root.make_folders never makes the
+    vault folder itself)."""
     # A version is known by its bytes, not its stat: on a coarse clock an editor's save can
     # come back with the inode, mtime and size of the version it replaced.
     expected, st = _settled(path, *_read_raw(path))  # what should be at `path` when ours goes in; None: no file

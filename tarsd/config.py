@@ -81,8 +81,9 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
     debounce_ms: int = 200
     # Full reconcile scan against the real tree (watch events are only hints).
     reconcile_minutes: float = 10.0
-    # Seconds between checks that the file watcher is still alive.
-    watcher_check_seconds: float = 30.0
+    # Seconds between checks that the file watcher is still alive and the vault folder still
+    # there (a stat and a look at a few threads; a watcher thread that dies is replaced at once).
+    watcher_check_seconds: float = 1.0
     # A search first finishes the saves already queued (so an editor hook that saves, then
     # searches, sees its own save), waiting at most this long.
     settle_ms: int = 1000

@@ -111,6 +111,7 @@ STATUS_OF_CODE = {
     "busy": 503,
     "timeout": 504,
     "index_failed": 500,
+    "vault_missing": 503,
     "io_error": 500,
     "internal": 500,
     # the chat provider's codes: the model behind tars failed, not this request

@@ -26,6 +26,7 @@ from .embed import Embedder, EmbedderUnavailable
 from .store import FileMeta, FileState, Store
 from .preparing import Preparer, prepare_note
 from .vault import DiskFile, NoteContent, display_path, is_conflict_copy, memory_type, read_note, stat_note, walk
+from .vault_root import require_vault
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +148,10 @@ class Indexer:
 
         whole_vault = paths is None
         if whole_vault:
+            require_vault(self.root)
             disk = walk(self.root)
             known = self.store.file_states()
-            gone = [p for p in known if p not in disk]
+            gone = self._gone([p for p in known if p not in disk])
             todo = list(disk.values())
             self.scan_done, self.scan_total = 0, len(todo)
         else:
@@ -206,8 +208,15 @@ class Indexer:
         wanted = dict.fromkeys(_relative(self.root, p) for p in paths)  # in order, once each
         disk_files = [(display_path(p)[0], stat_note(self.root, p)) for p in wanted]
         known = {p: s for p, _ in disk_files if (s := self.store.file_state(p)) is not None}
-        gone = [p for p, d in disk_files if d is None and p in known]
+        gone = self._gone([p for p, d in disk_files if d is None and p in known])
         return [d for _, d in disk_files if d is not None], known, gone
+
+    def _gone(self, paths: list[str]) -> list[str]:
+        """Notes missing from disk, to delete from the index, if the vault folder is there: a
+        vault moved away or on an unmounted drive would otherwise empty the index (VaultMissing)."""
+        if paths:
+            require_vault(self.root)
+        return paths
 
     def _sync_urgent(self, urgent: UrgentPaths, batch, chunking, fingerprint: str | None) -> list[str]:
         """Commit saves that became due while a long sync runs, so they never wait for its end.

@@ -145,7 +145,7 @@ class Daemon:
             return
         lock_fd = acquire_lock(self.config.db_path.with_suffix(".lock"), self.vault)
         socket_path = self.config.socket_path
-        server = scheduler = None
+        server = scheduler = supervisor = None
         workers: list[asyncio.Task] = []
         try:
             self.engine = await asyncio.to_thread(Engine, self.config)  # the model loads in the background
@@ -170,7 +170,9 @@ class Daemon:
                 asyncio.create_task(self.queue.run(), name="keyword-worker"),
                 asyncio.create_task(self.queue.run_vectors(), name="vector-worker"),
             ]
-            scheduler = start_scheduler(self.config, self.queue, self.watcher, self.assistant)
+            # Restarts a deaf watcher and follows the vault folder going away and coming back.
+            supervisor = asyncio.create_task(self.watcher.supervise(daemon.watcher_check_seconds), name="watcher-supervisor")
+            scheduler = start_scheduler(self.config, self.queue, self.assistant)
             if self.config.http.enabled:
                 await self._start_http(server)
             log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
@@ -184,6 +186,8 @@ class Daemon:
             self.notifier.send("STOPPING=1")
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
+            if supervisor is not None:
+                supervisor.cancel()
             if getattr(self, "watcher", None) is not None:
                 self.watcher.stop()
             if self.http is not None:
@@ -284,7 +288,7 @@ class Daemon:
     def coverage(self):
         from .status import coverage
 
-        return coverage(self.queue, self.engine)
+        return coverage(self.queue, self.engine, self.watcher)
 
     def status(self, request: Status) -> StatusReply:
         from .status import build_status

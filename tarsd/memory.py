@@ -29,6 +29,7 @@ from .memory_guard import WriteGuard
 from .memory_text import fact_text, section_text
 from .pending_rules import PendingRules
 from .vault import OutsideVault, owned_file
+from .vault_root import make_folders, require_vault
 
 __all__ = ["atomic_update", "read_text", "read_version", "MemoryFiles", "Remembered", "Forgotten", "Candidate"]
 
@@ -441,6 +442,7 @@ class MemoryFiles:
         """Without ``confirm_line``: the lines closest to ``text``, best first, for the user to
         choose from. With it: that exact line is removed. ``by_model`` (an AI tool over MCP asked):
         only lines stamped by:model may go; the user's own lines are removed by the user."""
+        require_vault(self.vault)  # a missing vault has no lines to offer, and none to remove
         target = self.target(kind)
         rel = self.rel(target)
         with self._lock:
@@ -491,6 +493,7 @@ class MemoryFiles:
     def _write(
         self, target: Path, change: Callable[[str], str], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
     ) -> None:
+        make_folders(self.vault, target.parent)
         atomic_update(target, change, **self._guarded(target, added or [], removed or []))
 
     def _guarded(self, target: Path, added: list[tuple[str, str]], removed: list[str]) -> dict[str, Callable]:
@@ -529,6 +532,7 @@ class MemoryFiles:
         if note.strip():
             entry.append(f"- note: {_one_line(note)}")
         block = "\n".join(entry) + "\n"
+        make_folders(self.vault, self.path(name).parent)
         atomic_update(self.path(name), lambda text: (text.rstrip("\n") + "\n\n" if text.strip() else "") + block)
         return name
 

@@ -1,5 +1,5 @@
-"""Scheduled jobs (APScheduler 3.x): the reconcile scan, the watcher health check, and
-session-log snapshots of idle conversations.
+"""Scheduled jobs (APScheduler 3.x): the reconcile scan and session-log snapshots of idle
+conversations. (The watcher checks its own health: VaultWatcher.supervise.)
 
 Jobs have explicit ids, replace_existing, coalesce and a generous misfire grace, so a
 laptop waking from sleep runs one catch-up instead of a burst.
@@ -16,7 +16,6 @@ import logging
 from .chat.assistant import Assistant
 from .config import Config
 from .sync_queue import SyncQueue
-from .watcher import VaultWatcher
 
 MISFIRE_GRACE_SECONDS = 6 * 3600
 
@@ -24,16 +23,13 @@ MISFIRE_GRACE_SECONDS = 6 * 3600
 log = logging.getLogger(__name__)
 
 
-def start_scheduler(config: Config, queue: SyncQueue, watcher: VaultWatcher, assistant: Assistant) -> AsyncIOScheduler:
+def start_scheduler(config: Config, queue: SyncQueue, assistant: Assistant) -> AsyncIOScheduler:
     scheduler = AsyncIOScheduler(timezone="UTC")
     common = {"replace_existing": True, "coalesce": True, "max_instances": 1, "misfire_grace_time": MISFIRE_GRACE_SECONDS}
 
     # Coroutine jobs run on the event loop itself, so they may touch the queue directly.
     async def reconcile() -> None:
         queue.request_reconcile()
-
-    async def check_watcher() -> None:
-        watcher.check()
 
     async def snapshot_sessions() -> None:
         try:
@@ -46,7 +42,6 @@ def start_scheduler(config: Config, queue: SyncQueue, watcher: VaultWatcher, ass
 
     daemon = config.daemon
     scheduler.add_job(reconcile, IntervalTrigger(minutes=daemon.reconcile_minutes), id="reconcile", **common)
-    scheduler.add_job(check_watcher, IntervalTrigger(seconds=daemon.watcher_check_seconds), id="watcher-health", **common)
     scheduler.add_job(snapshot_sessions, IntervalTrigger(minutes=config.chat.snapshot_minutes), id="session-snapshots", **common)
     scheduler.start()
     return scheduler

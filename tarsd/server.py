@@ -95,6 +95,7 @@ from .store import Filter
 from .sync_queue import SyncFailed
 from .tags import normalise as normalise_tag
 from .vault import MEMORY_TYPES, OutsideVault, memory_type
+from .vault_root import VaultMissing
 
 if TYPE_CHECKING:
     from .main import Daemon
@@ -469,6 +470,8 @@ class Server:
             )
         except OutsideVault as exc:
             yield Error(id=request_id, code="bad_request", message=str(exc), hint=exc.hint)
+        except VaultMissing as exc:
+            yield Error(id=request_id, code="vault_missing", message=str(exc), hint=exc.hint)
         except OSError as exc:  # a full disk, a read-only vault, a file locked by another program
             message = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
             log.warning("request %s failed: %s", type(request).__name__, message)

@@ -18,12 +18,13 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .main import Daemon
     from .sync_queue import SyncQueue
+    from .watcher import VaultWatcher
 
 # File states worth a user's attention, in the order status lists them.
 HEALTH_STATES = ("not_indexed", "stale", "deleted", "skipped", "repaired")
 
 
-def coverage(queue: SyncQueue, engine: Engine) -> Coverage:
+def coverage(queue: SyncQueue, engine: Engine, watcher: VaultWatcher) -> Coverage:
     counts = engine.store.coverage_counts()
     indexer, embedder = engine.indexer, engine.embedder
     scan_total = indexer.scan_total
@@ -39,7 +40,22 @@ def coverage(queue: SyncQueue, engine: Engine) -> Coverage:
         pending_vectors=counts["pending"] if embedder.enabled else 0,
         embedder=embedder.state,
         embedder_reason=embedder.unavailable_reason(),
+        vault_error=watcher.vault.error,
+        watcher="" if watcher.vault.error else watcher_trouble(watcher, queue),
     )
+
+
+def watcher_trouble(watcher: VaultWatcher, queue: SyncQueue) -> str:
+    """Why saves made lately may be missing from results: the watcher is down, or it was
+    restarted and the rescan for what it missed has not finished. "" when neither."""
+    if not watcher.alive:
+        why = watcher.trouble or watcher.error or "its observer thread stopped"
+        return f"the file watcher is not running ({why}): new saves are found when it restarts and rescans the vault"
+    restarted = watcher.restarted_at
+    if restarted is not None and (queue.reconciled_from is None or queue.reconciled_from < restarted):
+        when = time.strftime("%H:%M:%S", time.localtime(restarted))
+        return f"the file watcher was restarted at {when} ({watcher.restart_reason}): rescanning the vault for saves it missed"
+    return ""
 
 
 def embedder_status(engine: Engine) -> EmbedderStatus:
@@ -107,8 +123,12 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
         warnings.append(f"indexing failed: {queue.last_error}")
     if queue.vector_error and queue.vector_error != embedder.reason:
         warnings.append(f"embedding failed: {queue.vector_error}")
-    if daemon.watcher.error:
-        warnings.append(f"watcher: {daemon.watcher.error}")
+    vault_error = daemon.watcher.vault.error
+    if vault_error:
+        warnings.append(f"vault: {vault_error}: searches answer from the index as it was, and nothing is written until it is back")
+    trouble = "" if vault_error else watcher_trouble(daemon.watcher, queue)
+    if trouble:
+        warnings.append(f"watcher: {trouble}")
     warnings.extend(daemon.assistant.warnings())
     http = daemon.http_status()
     if http.error:
@@ -124,7 +144,7 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
         database_bytes=size,
         counts={**store.counts(), "links": engine.graph.link_count(), "unresolved_links": len(engine.graph.unresolved())},
         embedder=embedder,
-        coverage=coverage(queue, engine),
+        coverage=coverage(queue, engine, daemon.watcher),
         queue_depth=queue.depth,
         indexing=queue.busy,
         last_sync=last_sync,
@@ -144,4 +164,5 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
         warnings=warnings,
         memory=MemoryStatus(**memory),
         http=http,
+        vault_error=vault_error,
     )

@@ -27,6 +27,7 @@ import apsw
 from .heap import return_freed_memory
 from .indexer import Indexer, Progress, SyncReport
 from .store import explain
+from .vault_root import VaultMissing
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class SyncQueue:
         self._trim_when_idle = False  # the backlog ran since the heap was last trimmed
         self.running = ""  # what the keyword worker is doing: reconcile | index | saves | ""
         self.reconciled = False  # a whole-vault scan has completed since start
+        self.reconciled_from: float | None = None  # wall clock at the start of the last whole-vault scan completed
         self.vectors_busy = False
         self.last_report: SyncReport | None = None
         self.last_sync_at: float | None = None
@@ -256,8 +258,15 @@ class SyncQueue:
     async def _run_job(self, job: _Job) -> None:
         self.running = {"paths": "saves"}.get(job.kind, job.kind)
         urgent = self if job.paths is None or len(job.paths) > 1 else None
+        started = time.time()
         try:
             report = await asyncio.to_thread(self.indexer.sync, job.paths, full=job.full, embed=False, progress=job.progress, urgent=urgent)
+        except VaultMissing as exc:
+            # Not a failure to retry: the watcher rescans the vault when its folder is back.
+            log.info("sync put off: %s", exc)
+            if job.done is not None and not job.done.done():
+                job.done.set_exception(exc)
+            return
         except Exception as exc:  # the worker must survive anything one sync throws
             self._failed(job, exc)
             return
@@ -269,11 +278,11 @@ class SyncQueue:
             if job.done is not None and not job.done.done():
                 job.done.cancel()
             return
-        self._succeeded(job, report)
+        self._succeeded(job, report, started)
 
-    def _succeeded(self, job: _Job, report: SyncReport) -> None:
+    def _succeeded(self, job: _Job, report: SyncReport, started: float) -> None:
         if job.paths is None:
-            self.reconciled = True
+            self.reconciled, self.reconciled_from = True, started
         self.last_report, self.last_sync_at = report, time.time()
         if self.last_error is not None:
             log.info("indexing works again")

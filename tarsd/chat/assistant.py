@@ -17,6 +17,7 @@ from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update, memory_l
 from ..memory_vectors import LineVectors
 from ..pending_rules import PendingRule, PendingRules
 from ..vault import OutsideVault, owned_file
+from ..vault_root import make_folders
 from . import prompts
 from .conversations import ChatMessage, Conversation, ConversationStore, ToolCall
 from .providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
@@ -264,6 +265,7 @@ class Assistant:
                 "",
             ]
         )
+        make_folders(self.vault, folder)
         atomic_update(path, lambda _: body)
         rel = path.relative_to(self.vault).as_posix()
         self.reindex(rel)
