@@ -13,6 +13,7 @@ from tarsctl.protocol import PROTOCOL_VERSION, Coverage, EmbedderStatus, FileHea
 
 from . import __version__
 from .vault import walk
+from .vault_root import vault_problem
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -24,7 +25,14 @@ if TYPE_CHECKING:
 HEALTH_STATES = ("not_indexed", "stale", "deleted", "skipped", "repaired")
 
 
+def current_vault_error(watcher: VaultWatcher) -> str:
+    """Why the vault cannot be used, checked now: the watcher's supervisor notices within its
+    check interval, but a reply right after the folder went away must say so already."""
+    return watcher.vault.error or vault_problem(watcher.vault.path)
+
+
 def coverage(queue: SyncQueue, engine: Engine, watcher: VaultWatcher) -> Coverage:
+    missing = current_vault_error(watcher)
     counts = engine.store.coverage_counts()
     indexer, embedder = engine.indexer, engine.embedder
     scan_total = indexer.scan_total
@@ -40,8 +48,8 @@ def coverage(queue: SyncQueue, engine: Engine, watcher: VaultWatcher) -> Coverag
         pending_vectors=counts["pending"] if embedder.enabled else 0,
         embedder=embedder.state,
         embedder_reason=embedder.unavailable_reason(),
-        vault_error=watcher.vault.error,
-        watcher="" if watcher.vault.error else watcher_trouble(watcher, queue),
+        vault_error=missing,
+        watcher="" if missing else watcher_trouble(watcher, queue),
     )
 
 
@@ -123,7 +131,7 @@ def build_status(daemon: Daemon, request: Status) -> StatusReply:
         warnings.append(f"indexing failed: {queue.last_error}")
     if queue.vector_error and queue.vector_error != embedder.reason:
         warnings.append(f"embedding failed: {queue.vector_error}")
-    vault_error = daemon.watcher.vault.error
+    vault_error = current_vault_error(daemon.watcher)
     if vault_error:
         warnings.append(f"vault: {vault_error}: searches answer from the index as it was, and nothing is written until it is back")
     trouble = "" if vault_error else watcher_trouble(daemon.watcher, queue)

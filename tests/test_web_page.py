@@ -237,3 +237,20 @@ def test_rules_the_model_proposed_are_approved_or_rejected_on_the_page(http_daem
     expect(card).to_be_hidden()
     rules = (vault / "Procedural.md").read_text()
     assert "- Use metric units <!-- tars:" in rules and "French" not in rules and "by:model" not in rules
+
+
+def test_a_search_while_the_vault_is_missing_says_so_on_the_page(http_daemon, vault, browser):
+    write(vault, "Sourdough.md", "# Sourdough\n\nFeed the starter the evening before.\n")
+    web = http_daemon()
+    page = browser.new_page()
+    page.goto(f"{web.url}#token={web.token}")
+    expect(page.locator("#state")).to_contain_text("1 note")
+    moved = vault.with_name("vault-moved")
+    vault.rename(moved)
+    try:
+        page.fill("#q", "starter")
+        expect(page.locator(".hit")).to_have_count(1)  # the index as it was
+        expect(page.locator("#search-note")).to_contain_text(f"the vault folder {vault} is missing")
+        expect(page.locator("#search-note")).to_contain_text("results come from the index as it was before")
+    finally:
+        moved.rename(vault)

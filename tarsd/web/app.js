@@ -150,6 +150,9 @@
   function coverageNotes(coverage, semantic) {
     const notes = [];
     if (!coverage) return notes;
+    // The same sentences as Coverage.incomplete() in tarsctl/protocol.py, for the CLI and MCP.
+    if (coverage.vault_error) notes.push(`${coverage.vault_error}: results come from the index as it was before.`);
+    if (coverage.watcher) notes.push(coverage.watcher.charAt(0).toUpperCase() + coverage.watcher.slice(1) + ".");
     if (!coverage.reconciled) notes.push("The index is still being built: results may be missing.");
     if (semantic && coverage.pending_vectors > 0 && coverage.embedder !== "disabled") {
       notes.push(`${coverage.pending_vectors} of ${coverage.chunks} passages are not embedded yet.`);
