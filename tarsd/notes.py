@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .chunker import note_lines, outline
-from .vault import OutsideVault, is_ignored, read_note, stat_note, vault_relative
+from .vault import REDIRECTED, OutsideVault, is_ignored, read_note, stat_note, vault_relative
 
 
 class NoteError(Exception):
@@ -79,6 +79,8 @@ def read_lines(
     if disk.problem is not None:
         raise NoteError("bad_request", f"{rel}: {disk.problem}", "tars reads only real files inside the vault")
     content = read_note(vault, rel, max_bytes)
+    if content.problem == REDIRECTED:  # a folder swapped for a symlink since the check above
+        raise NoteError("bad_request", f"{rel}: {content.problem}", "tars reads only real files inside the vault")
     if content.text is None:
         raise NoteError("unreadable", f"{rel}: {content.problem}")
     lines = note_lines(content.text)

@@ -14,7 +14,6 @@ name shown escaped (rename it to index it).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import VaultConfig
+from .safe_open import NotRegularFile, SymlinkInPath, TooLarge, read_beneath
 
 MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 
@@ -31,6 +31,11 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 _CONFLICT = re.compile(r"\.sync-conflict-\d{8}-\d{6}-[A-Z0-9]{7}|\((?:[^()]*'s )?conflicted copy[^()]*\)", re.IGNORECASE)
 # Syncthing writes "~syncthing~name.tmp" (and ".syncthing.name.tmp", caught by the dot rule).
 _SYNC_TEMP = re.compile(r"^~syncthing~.*\.tmp$")
+# What read_note says of a note that is no longer there to read: gone, or a symlink in its
+# path since it was listed (a folder swapped for one). Neither is the note's own state: the
+# indexer drops its rows and the watcher's next event brings it back.
+VANISHED = "vanished before it could be read"
+REDIRECTED = "a symlink took the place of the file or one of its folders since the scan: never followed"
 # A NUL byte in the first block is the usual sign of a binary file.
 _BINARY_PROBE_BYTES = 8192
 
@@ -86,12 +91,23 @@ def vault_relative(vault: Path, path: str) -> str:
         rel = resolved.relative_to(vault).as_posix()
     except ValueError:
         raise OutsideVault(f"{path} is not inside the vault {vault}") from None
-    real_parent = Path(os.path.realpath(resolved.parent))
+    real_parent = realpath(resolved.parent)
+    if real_parent is None:
+        raise OutsideVault(f"{path}: a folder on its path changed while it was checked (swapped for a symlink?)", "try again")
     if not real_parent.is_relative_to(vault):
         raise OutsideVault(
             f"{path} is inside a symlinked folder that leads to {real_parent}, outside the vault", "tars reads only files inside the vault"
         )
     return rel
+
+
+def realpath(path: Path) -> Path | None:
+    """os.path.realpath, or None while the path changes under it: a symlink on it swapped for
+    a folder between realpath's lstat and its readlink raises EINVAL (syncs failed on it)."""
+    try:
+        return Path(os.path.realpath(path))
+    except OSError:
+        return None
 
 
 def owned_file(vault: Path, rel: str) -> Path:
@@ -101,7 +117,9 @@ def owned_file(vault: Path, rel: str) -> Path:
     symlinked Memory.md would otherwise put an outside file into every prompt, and copy it in."""
     path = Path(os.path.normpath(vault / rel))
     root = Path(os.path.realpath(vault))
-    real = Path(os.path.realpath(path))
+    real = realpath(path)
+    if real is None:
+        raise OutsideVault(f"{rel}: a folder on its path changed while it was checked (swapped for a symlink?)", "try again")
     if not real.is_relative_to(root):
         raise OutsideVault(
             f"{rel} leads to {real}, outside the vault {vault}",
@@ -109,6 +127,23 @@ def owned_file(vault: Path, rel: str) -> Path:
             "(or set [memory] to a path inside the vault)",
         )
     return vault / real.relative_to(root)
+
+
+def read_owned(vault: Path, path: Path) -> str:
+    """The text of a file tars keeps in the vault, at ``path`` as owned_file gave it, read with
+    no symlink followed below the vault (one swapped in since owned_file looked is refused,
+    not followed out of the vault); "" when there is no such file. Raises OutsideVault for a
+    symlink on the way or what is not a regular file (a FIFO would block the reader)."""
+    rel = path.relative_to(vault).as_posix()
+    try:
+        data, _ = read_beneath(vault, rel)
+    except FileNotFoundError:
+        return ""
+    except SymlinkInPath:
+        raise OutsideVault(f"{rel}: {REDIRECTED}", "try again; tars reads only files inside the vault") from None
+    except NotRegularFile:
+        raise OutsideVault(f"{rel} is not a regular file", f"put a text file at {path}") from None
+    return data.decode("utf-8", errors="replace")
 
 
 def is_conflict_copy(rel_path: str) -> bool:
@@ -160,8 +195,8 @@ def stat_note(root: Path, rel_path: str) -> DiskFile | None:
     if is_ignored(rel_path):
         return None
     parent = os.path.dirname(rel_path)
-    if parent and os.path.realpath(root / parent) != os.path.normpath(root / parent):
-        return None  # inside a symlinked folder: not part of the vault (the folder itself is reported)
+    if parent and realpath(root / parent) != Path(os.path.normpath(root / parent)):
+        return None  # inside a symlinked folder, or one changing now: not part of the vault (the folder itself is reported)
     try:
         st = os.lstat(root / rel_path)
     except OSError:
@@ -249,30 +284,23 @@ def remove_litter(root: Path, older_than: float) -> list[str]:
 def read_note(root: Path, rel_path: str, max_bytes: int) -> NoteContent:
     """Read and decode a note. Never raises for a bad file: the problem is returned instead.
 
-    The file is opened without following a symlink and without blocking (a FIFO swapped in
-    since the scan opens at once), and is read only if what was opened is a regular file."""
+    The file is opened below the vault root without following a symlink in any folder of its
+    path or as the file itself (tarsd/safe_open.py: a folder swapped for a symlink since the
+    check is refused, not followed out of the vault), and without blocking (a FIFO swapped in
+    since the scan opens at once); it is read only if what was opened is a regular file, and
+    its size is counted on the open file."""
     try:
-        fd = os.open(root / rel_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data, _ = read_beneath(root, rel_path, max_bytes)
     except FileNotFoundError:
-        return NoteContent(None, None, "vanished before it could be read")
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return NoteContent(None, None, "became a symlink since the scan: never read")
-        return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return NoteContent(None, None, "not a regular file: never read")
-        data = os.read(fd, min(info.st_size, max_bytes) + 1)
-        # Less than asked for is the end of the file; a full read means it grew since fstat.
-        while info.st_size < len(data) <= max_bytes and (more := os.read(fd, max_bytes + 1 - len(data))):
-            data += more
-    except OSError as exc:
-        return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
+        return NoteContent(None, None, VANISHED)
+    except SymlinkInPath:
+        return NoteContent(None, None, REDIRECTED)
+    except NotRegularFile:
+        return NoteContent(None, None, "not a regular file: never read")
+    except TooLarge:
         return NoteContent(None, None, f"too large: over {max_bytes / 1_000_000:g} MB (raise [vault] max_file_mb to index it)")
+    except OSError as exc:
+        return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
     digest = hashlib.sha256(data).hexdigest()
     if b"\x00" in data[:_BINARY_PROBE_BYTES]:
         return NoteContent(None, digest, "binary content (NUL bytes), not a text note")
