@@ -26,7 +26,7 @@ from . import facts, provenance
 from .atomic import atomic_update, read_text, read_version
 from .config import MemoryConfig
 from .memory_guard import WriteGuard
-from .vault import OutsideVault, owned_file
+from .vault import OutsideVault, owned_file, read_owned
 
 __all__ = ["atomic_update", "read_text", "read_version", "MemoryFiles", "Remembered", "Forgotten", "Candidate"]
 
@@ -262,7 +262,7 @@ class MemoryFiles:
     def _read_for_prompt(self, name: str) -> str:
         """A memory file as the prompt gets it: a line far longer than a fact is cut."""
         try:
-            return clip_long_lines(read_text(self.path(name)))
+            return clip_long_lines(read_owned(self.vault, self.path(name)))
         except OutsideVault as exc:  # never into a prompt; remember, forget and status say so
             if name not in self._refused:
                 self._refused.add(name)
@@ -270,7 +270,7 @@ class MemoryFiles:
             return ""
 
     def lines(self, kind: str = "semantic") -> list[MemoryLine]:
-        return memory_lines(read_text(self.target(kind)))
+        return memory_lines(read_owned(self.vault, self.target(kind)))
 
     # ---- remember ----
 
@@ -298,7 +298,7 @@ class MemoryFiles:
         target = self.target(kind)
         rel = self.rel(target)
         with self._lock:
-            existing = memory_lines(read_text(target))
+            existing = memory_lines(read_owned(self.vault, target))
             texts = [line.text for line in existing]
             old: MemoryLine | None = None
             cosines = None
@@ -384,7 +384,7 @@ class MemoryFiles:
         target = self.target(kind)
         rel = self.rel(target)
         with self._lock:
-            existing = memory_lines(read_text(target))
+            existing = memory_lines(read_owned(self.vault, target))
             if confirm_line.strip():
                 old = self._find(existing, confirm_line)
                 if old is None:
@@ -463,7 +463,7 @@ class MemoryFiles:
         return name
 
     def load_feedback(self) -> tuple[str, str]:
-        return read_text(self.path(self.config.corrections_file)), read_text(self.path(self.config.rewards_file))
+        return read_owned(self.vault, self.path(self.config.corrections_file)), read_owned(self.vault, self.path(self.config.rewards_file))
 
     def archive_feedback(self) -> list[str]:
         stamp = time.strftime("%Y%m%d-%H%M%S")
