@@ -83,9 +83,10 @@ def _open_stepwise(root_fd: int, parts: list[str], rel: str) -> int:
             try:
                 fd = os.open(part, _FLAGS if last else _FOLDER_FLAGS, dir_fd=dir_fd)
             except OSError as exc:
-                # ELOOP on Linux and macOS, EMLINK on FreeBSD, ENOTDIR for O_DIRECTORY on some:
-                # ask the entry itself whether it is a symlink.
-                if exc.errno != errno.ENOENT and _is_symlink(part, dir_fd):
+                # A symlink met with O_NOFOLLOW: ELOOP on Linux and macOS, EMLINK on FreeBSD, and
+                # ENOTDIR on Linux with O_DIRECTORY. ENOTDIR is a symlink too unless a file stands
+                # there (a swapped folder may be back by now, so it is not asked to be a link).
+                if exc.errno in (errno.ELOOP, errno.EMLINK) or (exc.errno == errno.ENOTDIR and not _is_file(part, dir_fd)):
                     raise SymlinkInPath(rel) from None
                 raise OSError(exc.errno, exc.strerror, rel) from None  # named by the whole path
             if dir_fd != root_fd:
@@ -98,9 +99,9 @@ def _open_stepwise(root_fd: int, parts: list[str], rel: str) -> int:
         raise
 
 
-def _is_symlink(name: str, dir_fd: int) -> bool:
+def _is_file(name: str, dir_fd: int) -> bool:
     try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
 

@@ -1,6 +1,7 @@
 """Reads that a race on the vault cannot redirect (tarsd/safe_open.py): a vault folder swapped
-for a symlink out of the vault, over and over, while read_note and the indexer read the note
-inside it. Not one byte of the outside file may come back, or reach the index."""
+for a symlink out of the vault, over and over, while read_note, the indexer and the memory
+files' reads read the note inside it. Not one byte of the outside file may come back, or
+reach the index."""
 
 from __future__ import annotations
 
@@ -15,9 +16,14 @@ from conftest import write
 from daemon_harness import wait_for
 from tarsctl.client import RemoteError
 from tarsctl.protocol import ReadNote
+from tarsd import safe_open
+from tarsd.config import MemoryConfig
+from tarsd.memory import MemoryFiles
+from tarsd.vault import REDIRECTED, OutsideVault, read_note
 
-# Long enough to catch the unprotected reads every time (about 40 outside reads in 10 s on
-# two busy cores), short for the suite. A 30 s run by hand: see race_reads.
+# Long enough to catch the unprotected reads every time (before the fix: 22, 33 and 27 outside
+# replies of 500-830 reads in three 10 s runs on two busy cores, and the outside text found by
+# search), short for the suite.
 RACE_SECONDS = 10.0
 INSIDE = "inside-text-4ab1"
 OUTSIDE = "outsidemarker7c2e"  # one word, so a keyword search finds it
@@ -91,7 +97,7 @@ def race_reads(daemon, vault, tmp_path, seconds: float) -> dict[str, int]:
 def test_a_folder_swapped_for_a_symlink_never_redirects_a_read(start_daemon, vault, tmp_path):
     daemon = start_daemon()
     counts = race_reads(daemon, vault, tmp_path, RACE_SECONDS)
-    print(counts)
+    print(f"\n  race: {counts['swaps']:,} folder swaps, {counts['reads']:,} read_note calls: {counts['outside']} outside, {counts}")
     assert counts["outside"] == 0, counts
     assert counts["inside"] > 0 and counts["swaps"] > 1000, counts  # the race ran, and reads got through
     assert counts["outside_in_index"] == 0, counts
@@ -103,3 +109,99 @@ def test_a_folder_swapped_for_a_symlink_never_redirects_a_read(start_daemon, vau
     # note's text never reached it.
     wait_for(lambda: daemon.search(INSIDE) == ["folder/note.md"], "the index to settle on the inside note")
     assert daemon.search(OUTSIDE) == []
+
+
+# ---- the opener itself, both ways: openat2 and the step-by-step walk ----
+
+
+@pytest.fixture(params=["openat2", "stepwise"])
+def opener(request, monkeypatch) -> str:
+    """Runs a test with openat2 (where the kernel has it) and with the walk macOS and older
+    kernels use."""
+    if request.param == "openat2" and safe_open._openat2 is None:
+        pytest.skip("this kernel has no openat2 (Linux 5.6 and later): the stepwise walk is what runs here")
+    if request.param == "stepwise":
+        monkeypatch.setattr(safe_open, "_openat2", None)
+    return request.param
+
+
+def test_only_a_regular_file_reached_without_a_symlink_is_read(opener, tmp_path):
+    real = tmp_path / "real-vault"
+    write(real, "folder/note.md", "inside\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "note.md").write_text("outside\n")
+    os.symlink(tmp_path / "outside", real / "out")
+    os.symlink("folder", real / "in")  # a symlinked folder, even one staying inside
+    os.symlink("folder/note.md", real / "link.md")
+    os.mkfifo(real / "pipe.md")
+    vault = tmp_path / "Notes"
+    os.symlink(real, vault)  # the root the user configured may itself be a symlink
+
+    data, info = safe_open.read_beneath(vault, "folder/note.md")
+    assert data == b"inside\n" and info.st_ino == (real / "folder" / "note.md").stat().st_ino
+    for rel in ("out/note.md", "in/note.md", "link.md"):
+        with pytest.raises(safe_open.SymlinkInPath):
+            safe_open.read_beneath(vault, rel)
+    with pytest.raises(safe_open.NotRegularFile):
+        safe_open.read_beneath(vault, "pipe.md")  # at once: a FIFO never blocks the reader
+    with pytest.raises(safe_open.NotRegularFile):
+        safe_open.read_beneath(vault, "folder")
+    with pytest.raises(FileNotFoundError):
+        safe_open.read_beneath(vault, "folder/missing.md")
+    with pytest.raises(NotADirectoryError):
+        safe_open.read_beneath(vault, "folder/note.md/more.md")
+    for rel in ("../outside/note.md", str(tmp_path / "outside" / "note.md"), "folder/./note.md", "folder//note.md", ""):
+        with pytest.raises(ValueError):
+            safe_open.read_beneath(vault, rel)
+    with pytest.raises(safe_open.TooLarge):
+        safe_open.read_beneath(vault, "folder/note.md", max_bytes=6)  # counted on the file read
+    assert safe_open.read_beneath(vault, "folder/note.md", max_bytes=7)[0] == b"inside\n"
+
+
+def test_the_vaults_reads_refuse_a_symlink_and_say_why(opener, tmp_path, vault):
+    write(vault, "folder/note.md", "inside\n")
+    (tmp_path / "outside").mkdir()
+    os.symlink(tmp_path / "outside", vault / "out")
+    (tmp_path / "outside" / "Memory.md").write_text("- outside\n")
+    os.mkfifo(vault / "Memory.md")
+    assert read_note(vault, "out/Memory.md", 1000).problem == REDIRECTED
+    assert read_note(vault, "Memory.md", 1000).problem == "not a regular file: never read"
+    assert read_note(vault, "folder/note.md", 1000).text == "inside\n"
+    memory = MemoryFiles(vault, MemoryConfig())
+    with pytest.raises(OutsideVault, match="Memory.md is not a regular file"):  # a FIFO: refused, where a read blocked forever
+        memory.lines()
+    assert memory.read_semantic() == ""  # left out of the prompt
+    memory.guard.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 (Linux) swaps the folders in one step")
+def test_a_folder_swap_never_redirects_the_opener_or_a_memory_read(opener, tmp_path, vault):
+    """The race above, in process: the opener and the memory files' reads as fast as they go."""
+    outside = tmp_path / "outside"
+    write(outside, "Memory.md", f"- {OUTSIDE}\n")
+    write(vault, "folder/Memory.md", f"- {INSIDE}\n")
+    os.symlink(outside, vault / "swap")
+    memory = MemoryFiles(vault, MemoryConfig(semantic_file="folder/Memory.md"))
+    seen = {"inside": 0, "outside": 0, "refused": 0}
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(vault / "folder"), str(vault / "swap"), "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        while swapper.poll() is None:
+            for read in (
+                lambda: safe_open.read_beneath(vault, "folder/Memory.md")[0].decode(),
+                lambda: "\n".join(line.text for line in memory.lines()),
+            ):
+                try:
+                    text = read()
+                except (safe_open.SymlinkInPath, OutsideVault):
+                    seen["refused"] += 1
+                    continue
+                seen["outside" if OUTSIDE in text else "inside"] += 1
+    finally:
+        out, _ = swapper.communicate(timeout=60)
+        memory.guard.stop()
+    assert swapper.returncode == 0, out
+    print(f"\n  race ({opener}): {seen}")
+    assert seen["outside"] == 0, seen
+    assert seen["inside"] > 100 and seen["refused"] > 100, seen  # the race ran, and reads got through
