@@ -15,7 +15,7 @@ import pytest
 from conftest import write
 from daemon_harness import wait_for
 from tarsctl.client import RemoteError
-from tarsctl.protocol import ReadNote
+from tarsctl.protocol import ReadNote, Status
 from tarsd import safe_open
 from tarsd.config import MemoryConfig
 from tarsd.memory import MemoryFiles
@@ -54,6 +54,11 @@ def race_reads(daemon, vault, tmp_path, seconds: float) -> dict[str, int]:
     (outside / "note.md").write_text(f"# Note\n\n{OUTSIDE}\n")
     write(vault, "folder/note.md", f"# Note\n\n{INSIDE}-\n")
     assert (outside / "note.md").stat().st_size == (vault / "folder" / "note.md").stat().st_size
+    # Entries only the outside folder has: a listing through the swapped folder must not
+    # record them either (a FIFO and a symlink would be recorded as skipped, with their names).
+    (outside / f"{OUTSIDE}-note.md").write_text(f"{OUTSIDE}\n")
+    os.mkfifo(outside / f"{OUTSIDE}-pipe.md")
+    os.symlink("note.md", outside / f"{OUTSIDE}-link.md")
     os.symlink(outside, vault / "swap")
     wait_for(lambda: daemon.search(INSIDE) == ["folder/note.md"], "the inside note to be indexed")
 
@@ -109,6 +114,9 @@ def test_a_folder_swapped_for_a_symlink_never_redirects_a_read(start_daemon, vau
     # note's text never reached it.
     wait_for(lambda: daemon.search(INSIDE) == ["folder/note.md"], "the index to settle on the inside note")
     assert daemon.search(OUTSIDE) == []
+    with daemon.client() as client:
+        listed = client.call(Status(id=1, files=True))
+    assert not [entry for entry in [*listed.problems, *listed.files] if OUTSIDE in str(entry)], listed
 
 
 # ---- the opener itself, both ways: openat2 and the step-by-step walk ----
