@@ -163,31 +163,52 @@ def memory_type(rel_path: str, config: VaultConfig) -> str:
 
 def walk(root: Path) -> dict[str, DiskFile]:
     """Every note under root with its stat, and every note-like entry tars will not read
-    (with the reason). Symlinked folders are never entered. Vanished or unreadable entries
-    are passed over (a later sync sees them again)."""
+    (with the reason). Symlinked folders are never entered: each folder is opened without
+    following a symlink and listed only if it is the very folder its parent listed (a folder
+    swapped for a symlink in between would have the walk list the link's target, outside the
+    vault). Vanished or unreadable entries are passed over (a later sync sees them again)."""
     found: dict[str, DiskFile] = {}
-    stack = [(str(root), "")]
+    stack: list[tuple[str, str, tuple[int, int] | None]] = [(str(root), "", None)]  # the root may be a symlink
     while stack:
-        directory, prefix = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel = prefix + entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
+        directory, prefix, listed_as = stack.pop()
+        entries = _list_folder(directory, listed_as)
+        for name, st in entries:
+            rel = prefix + name
+            if stat.S_ISDIR(st.st_mode):
+                stack.append((os.path.join(directory, name), rel + "/", (st.st_dev, st.st_ino)))
                 continue
             disk = _classify(root, rel, st)
             if disk is not None:
                 found[disk.path] = disk
     return found
+
+
+def _list_folder(directory: str, listed_as: tuple[int, int] | None) -> list[tuple[str, os.stat_result]]:
+    """The entries of a folder with their lstat, dot-entries aside; none if it is gone, or is
+    no longer the folder (device, inode) its parent listed."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if listed_as is not None else 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return []
+    try:
+        info = os.fstat(fd)
+        if listed_as is not None and (info.st_dev, info.st_ino) != listed_as:
+            return []  # swapped since it was listed: the scan its change brings sees it
+        entries = []
+        with os.scandir(fd) as listing:
+            for entry in listing:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    entries.append((entry.name, entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+        return entries
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
 
 
 def stat_note(root: Path, rel_path: str) -> DiskFile | None:

@@ -19,7 +19,7 @@ from tarsctl.protocol import ReadNote, Status
 from tarsd import safe_open
 from tarsd.config import MemoryConfig
 from tarsd.memory import MemoryFiles
-from tarsd.vault import REDIRECTED, OutsideVault, read_note
+from tarsd.vault import REDIRECTED, OutsideVault, read_note, walk
 
 # Long enough to catch the unprotected reads every time (before the fix: 22, 33 and 27 outside
 # replies of 500-830 reads in three 10 s runs on two busy cores, and the outside text found by
@@ -213,3 +213,31 @@ def test_a_folder_swap_never_redirects_the_opener_or_a_memory_read(opener, tmp_p
     print(f"\n  race ({opener}): {seen}")
     assert seen["outside"] == 0, seen
     assert seen["inside"] > 100 and seen["refused"] > 100, seen  # the race ran, and reads got through
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 (Linux) swaps the folders in one step")
+def test_a_folder_swap_never_lists_the_outside_folder(tmp_path, vault):
+    """The vault's listing (every scan of the indexer and status) under the same race: a folder
+    swapped for a symlink between being listed and being entered is not entered. Entering it
+    would list the outside tree (a symlink to / swapped in: the whole disk) and record its FIFOs
+    and symlinks by name."""
+    outside = tmp_path / "outside"
+    write(outside, f"{OUTSIDE}/deeper.md", "x\n")
+    os.mkfifo(outside / f"{OUTSIDE}-pipe.md")
+    write(vault, "folder/sub/note.md", f"{INSIDE}\n")
+    os.symlink(outside, vault / "swap")
+    seen = {"with_note": 0, "without": 0, "outside": 0}
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(vault / "folder"), str(vault / "swap"), "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        while swapper.poll() is None:
+            listed = walk(vault)
+            seen["outside"] += any(OUTSIDE in path for path in listed)
+            seen["with_note" if "folder/sub/note.md" in listed else "without"] += 1
+    finally:
+        out, _ = swapper.communicate(timeout=60)
+    assert swapper.returncode == 0, out
+    print(f"\n  race (listing): {seen}")
+    assert seen["outside"] == 0, seen
+    assert seen["with_note"] > 100 and seen["without"] > 100, seen  # the race ran, and listings got through
