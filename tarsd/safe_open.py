@@ -106,6 +106,18 @@ def _is_file(name: str, dir_fd: int) -> bool:
         return False
 
 
+def lstat_beneath(root: Path | str, rel: str) -> os.stat_result:
+    """The lstat of ``rel`` below ``root`` (a symlink there is described, not followed), its
+    folders reached as open_beneath reaches them. Raises as open_beneath does."""
+    parts = parts_of(rel)
+    folder = "/".join(parts[:-1])
+    fd = open_beneath(root, folder) if folder else os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)  # ENOTDIR when the folder is a file
+    finally:
+        os.close(fd)
+
+
 def read_beneath(root: Path | str, rel: str, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file ``rel`` below ``root`` and the stat of the file read,
     opened as open_beneath opens it. Raises what open_beneath raises, NotRegularFile, or

@@ -14,6 +14,7 @@ name shown escaped (rename it to index it).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import VaultConfig
-from .safe_open import NotRegularFile, SymlinkInPath, TooLarge, read_beneath
+from .safe_open import NotRegularFile, SymlinkInPath, TooLarge, lstat_beneath, read_beneath
 
 MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 
@@ -215,12 +216,12 @@ def stat_note(root: Path, rel_path: str) -> DiskFile | None:
     """The stat of one note (or the reason it is not read), or None if it is gone or not a note."""
     if is_ignored(rel_path):
         return None
-    parent = os.path.dirname(rel_path)
-    if parent and realpath(root / parent) != Path(os.path.normpath(root / parent)):
-        return None  # inside a symlinked folder, or one changing now: not part of the vault (the folder itself is reported)
     try:
-        st = os.lstat(root / rel_path)
-    except OSError:
+        # Its folders reached without a symlink: a note inside a symlinked folder is not part of
+        # the vault (the folder itself is reported), and one swapped in since the path was named
+        # must not have an outside entry stat'ed, and recorded, under a vault path.
+        st = lstat_beneath(root, rel_path)
+    except (OSError, ValueError):
         return None
     return _classify(root, rel_path, st)
 
@@ -254,8 +255,10 @@ def _symlink_problem(root: Path, rel: str, is_folder: bool) -> str:
             return f"a broken symlink (to {os.readlink(link)}): nothing to read"
         except OSError:
             return "a broken symlink: nothing to read"
-    except OSError:
-        return "a symlink loop: never read"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop: never read"
+        return f"{what} that changed while it was checked: never read"  # EINVAL: swapped for a folder meanwhile
     if not target.is_relative_to(root):
         return f"{what} to {target}, outside the vault: never read (tars reads only files inside the vault)"
     inside = target.relative_to(root).as_posix()

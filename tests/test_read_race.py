@@ -19,7 +19,7 @@ from tarsctl.protocol import ReadNote, Status
 from tarsd import safe_open
 from tarsd.config import MemoryConfig
 from tarsd.memory import MemoryFiles
-from tarsd.vault import REDIRECTED, OutsideVault, read_note, walk
+from tarsd.vault import REDIRECTED, OutsideVault, read_note, stat_note, walk
 
 # Long enough to catch the unprotected reads every time (before the fix: 22, 33 and 27 outside
 # replies of 500-830 reads in three 10 s runs on two busy cores, and the outside text found by
@@ -217,10 +217,10 @@ def test_a_folder_swap_never_redirects_the_opener_or_a_memory_read(opener, tmp_p
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 (Linux) swaps the folders in one step")
 def test_a_folder_swap_never_lists_the_outside_folder(tmp_path, vault):
-    """The vault's listing (every scan of the indexer and status) under the same race: a folder
-    swapped for a symlink between being listed and being entered is not entered. Entering it
-    would list the outside tree (a symlink to / swapped in: the whole disk) and record its FIFOs
-    and symlinks by name."""
+    """The vault's listing (every scan of the indexer and status) and the stat of a path a
+    watcher event names, under the same race: a folder swapped for a symlink between being
+    listed and being entered is not entered. Entering it would list the outside tree (a symlink
+    to / swapped in: the whole disk) and record its FIFOs and symlinks by name."""
     outside = tmp_path / "outside"
     write(outside, f"{OUTSIDE}/deeper.md", "x\n")
     os.mkfifo(outside / f"{OUTSIDE}-pipe.md")
@@ -234,6 +234,8 @@ def test_a_folder_swap_never_lists_the_outside_folder(tmp_path, vault):
         while swapper.poll() is None:
             listed = walk(vault)
             seen["outside"] += any(OUTSIDE in path for path in listed)
+            # A path named by a watcher event: only the outside folder has it.
+            seen["outside"] += stat_note(vault, f"folder/{OUTSIDE}-pipe.md") is not None
             seen["with_note" if "folder/sub/note.md" in listed else "without"] += 1
     finally:
         out, _ = swapper.communicate(timeout=60)
