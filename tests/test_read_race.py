@@ -182,6 +182,18 @@ def test_the_vaults_reads_refuse_a_symlink_and_say_why(opener, tmp_path, vault):
     memory.guard.stop()
 
 
+def test_a_fifo_in_place_of_memory_md_is_refused_not_waited_on(start_daemon, vault):
+    # Memory.md was read with a plain open: a FIFO there held remember, forget and every
+    # chat's prompt until a writer came.
+    os.mkfifo(vault / "Memory.md")
+    daemon = start_daemon()
+    for command in (("remember", "--force", "My cat is Luna"), ("forget", "Luna")):
+        refused = daemon.tarsctl(*command, timeout=30)
+        assert refused.returncode == 1 and "Memory.md is not a regular file" in refused.stderr, refused.stderr
+        assert "put a text file at" in refused.stderr
+    assert "a FIFO (named pipe), not a regular file" in daemon.tarsctl("status", timeout=30).stdout
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 (Linux) swaps the folders in one step")
 def test_a_folder_swap_never_redirects_the_opener_or_a_memory_read(opener, tmp_path, vault):
     """The race above, in process: the opener and the memory files' reads as fast as they go."""
