@@ -3,7 +3,9 @@ read_note request and the chat tool of the same name.
 
 The rules are the vault's (tarsd/vault.py): only a regular markdown file whose real path is
 inside the vault is read. A path outside the vault, one through a symlinked folder leading
-out of it, a symlink, a FIFO or a dot-folder (.obsidian, .git) is refused with the reason.
+out of it, a symlink, a FIFO or a dot-folder (.obsidian, .git) is refused with the reason; the
+checks are on the path, but the read itself opens the file with no symlink followed in any
+folder (vault.read_note), so a folder swapped for a symlink after the checks is refused too.
 Lines are numbered as the chunker numbers them, so a search hit's start_line..end_line reads
 back the same passage; a heading is found as the chunker sees headings (not in front matter
 or code blocks). What is returned is bounded in characters: a longer range stops early and

@@ -4,8 +4,10 @@ The vault is edited by Obsidian, sync tools and people, so nothing here trusts i
 vanish between listing and reading, may be binary or not UTF-8, huge, symlinks, FIFOs, or
 have names that are not UTF-8.
 
-The rule for what tars reads: only regular files whose real path is inside the vault. A
-symlink is never followed: one to a note inside the vault is indexed once, at the note's
+The rule for what tars reads: only regular files whose real path is inside the vault, opened
+below the vault root with no symlink followed in any folder of the path (tarsd/safe_open.py),
+so a folder swapped for a symlink after a check cannot redirect the read. A symlink is never
+followed: one to a note inside the vault is indexed once, at the note's
 own path; one that points outside the vault, a loop, a broken link, a FIFO, socket or
 device is recorded as skipped, with the reason, and never opened for reading (a FIFO
 would block a reader forever). A file whose name is not valid UTF-8 is skipped with the
