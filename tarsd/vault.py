@@ -164,14 +164,25 @@ def memory_type(rel_path: str, config: VaultConfig) -> str:
     return "note"
 
 
-def walk(root: Path) -> dict[str, DiskFile]:
-    """Every note under root with its stat, and every note-like entry tars will not read
-    (with the reason). Symlinked folders are never entered: each folder is opened without
-    following a symlink and listed only if it is the very folder its parent listed (a folder
-    swapped for a symlink in between would have the walk list the link's target, outside the
-    vault). Vanished or unreadable entries are passed over (a later sync sees them again)."""
+def walk(root: Path, below: str = "") -> dict[str, DiskFile]:
+    """Every note under root (or under its folder ``below``, with paths relative to that) with
+    its stat, and every note-like entry tars will not read (with the reason). Symlinked folders
+    are never entered: each folder is opened without following a symlink and listed only if it
+    is the very folder its parent listed (a folder swapped for a symlink in between would have
+    the walk list the link's target, outside the vault). Vanished or unreadable entries are
+    passed over (a later sync sees them again)."""
     found: dict[str, DiskFile] = {}
-    stack: list[tuple[str, str, tuple[int, int] | None]] = [(str(root), "", None)]  # the root may be a symlink
+    start, listed_as = str(root), None  # the root may be a symlink: the user's choice
+    if below:
+        try:
+            st = lstat_beneath(root, below.rstrip("/"))
+        except (OSError, ValueError):
+            return found  # not there, or through a symlink
+        if not stat.S_ISDIR(st.st_mode):
+            return found
+        start, listed_as = os.path.join(root, below), (st.st_dev, st.st_ino)
+    base = Path(start)
+    stack: list[tuple[str, str, tuple[int, int] | None]] = [(start, "", listed_as)]
     while stack:
         directory, prefix, listed_as = stack.pop()
         entries = _list_folder(directory, listed_as)
@@ -180,7 +191,7 @@ def walk(root: Path) -> dict[str, DiskFile]:
             if stat.S_ISDIR(st.st_mode):
                 stack.append((os.path.join(directory, name), rel + "/", (st.st_dev, st.st_ino)))
                 continue
-            disk = _classify(root, rel, st)
+            disk = _classify(base, rel, st)
             if disk is not None:
                 found[disk.path] = disk
     return found

@@ -16,8 +16,8 @@ from conftest import write
 from daemon_harness import wait_for
 from tarsctl.client import RemoteError
 from tarsctl.protocol import ReadNote, Status
-from tarsd import safe_open
-from tarsd.config import MemoryConfig
+from tarsd import safe_open, sessions
+from tarsd.config import MemoryConfig, VaultConfig
 from tarsd.memory import MemoryFiles
 from tarsd.vault import REDIRECTED, OutsideVault, read_note, stat_note, walk
 
@@ -239,6 +239,7 @@ def test_a_folder_swap_never_lists_the_outside_folder(tmp_path, vault):
     write(vault, "folder/sub/note.md", f"{INSIDE}\n")
     os.symlink(outside, vault / "swap")
     seen = {"with_note": 0, "without": 0, "outside": 0}
+    logs = VaultConfig(episodic=["folder/"])
     swapper = subprocess.Popen(
         [sys.executable, "-c", SWAPPER, str(vault / "folder"), str(vault / "swap"), "3"], stdout=subprocess.PIPE, text=True
     )
@@ -248,6 +249,8 @@ def test_a_folder_swap_never_lists_the_outside_folder(tmp_path, vault):
             seen["outside"] += any(OUTSIDE in path for path in listed)
             # A path named by a watcher event: only the outside folder has it.
             seen["outside"] += stat_note(vault, f"folder/{OUTSIDE}-pipe.md") is not None
+            # The session logs' listing, with the swapped folder as their folder.
+            seen["outside"] += any(OUTSIDE in path for path in sessions.episodic_paths(vault, logs, 1000))
             seen["with_note" if "folder/sub/note.md" in listed else "without"] += 1
     finally:
         out, _ = swapper.communicate(timeout=60)
