@@ -7,11 +7,11 @@ have names that are not UTF-8.
 The rule for what tars reads: only regular files whose real path is inside the vault, opened
 below the vault root with no symlink followed in any folder of the path (tarsd/safe_open.py),
 so a folder swapped for a symlink after a check cannot redirect the read. A symlink is never
-followed: one to a note inside the vault is indexed once, at the note's
-own path; one that points outside the vault, a loop, a broken link, a FIFO, socket or
-device is recorded as skipped, with the reason, and never opened for reading (a FIFO
-would block a reader forever). A file whose name is not valid UTF-8 is skipped with the
-name shown escaped (rename it to index it).
+followed: one to a note inside the vault is indexed once, at the note's own path; one that
+points outside the vault, a loop, a broken link, a FIFO, socket or device is recorded as
+skipped, with the reason, and never opened for reading (a FIFO would block a reader forever).
+A file whose name is not valid UTF-8 is skipped with the name shown escaped (rename it to
+index it).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ _SYNC_TEMP = re.compile(r"^~syncthing~.*\.tmp$")
 # path since it was listed (a folder swapped for one). Neither is the note's own state: the
 # indexer drops its rows and the watcher's next event brings it back.
 VANISHED = "vanished before it could be read"
-REDIRECTED = "a symlink took the place of the file or one of its folders since the scan: never followed"
+REDIRECTED = "a symlink took the place of the file or one of its folders since it was checked: never followed"
 # A NUL byte in the first block is the usual sign of a binary file.
 _BINARY_PROBE_BYTES = 8192
 
