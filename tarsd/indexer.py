@@ -25,7 +25,7 @@ from .config import Config
 from .embed import Embedder, EmbedderUnavailable
 from .store import FileMeta, FileState, Store
 from .preparing import Preparer, prepare_note
-from .vault import DiskFile, NoteContent, display_path, is_conflict_copy, memory_type, read_note, stat_note, walk
+from .vault import REDIRECTED, VANISHED, DiskFile, NoteContent, display_path, is_conflict_copy, memory_type, read_note, stat_note, walk
 from .vault_root import require_vault
 
 log = logging.getLogger(__name__)
@@ -284,7 +284,7 @@ class Indexer:
             return None
         note = read_note(self.root, path, self.max_bytes)
         if note.text is None:
-            if note.problem == "vanished before it could be read":
+            if note.problem in (VANISHED, REDIRECTED):
                 if self.store.delete_file(path):
                     report.deleted += 1
                 return None

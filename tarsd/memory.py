@@ -28,7 +28,7 @@ from .config import MemoryConfig
 from .memory_guard import WriteGuard
 from .memory_text import fact_text, section_text
 from .pending_rules import PendingRules
-from .vault import OutsideVault, owned_file
+from .vault import OutsideVault, owned_file, read_owned
 from .vault_root import make_folders, require_vault
 
 __all__ = ["atomic_update", "read_text", "read_version", "MemoryFiles", "Remembered", "Forgotten", "Candidate"]
@@ -292,7 +292,7 @@ class MemoryFiles:
     def _read_for_prompt(self, name: str) -> str:
         """A memory file as the prompt gets it: a line far longer than a fact is cut."""
         try:
-            return clip_long_lines(read_text(self.path(name)))
+            return clip_long_lines(read_owned(self.vault, self.path(name)))
         except OutsideVault as exc:  # never into a prompt; remember, forget and status say so
             if name not in self._refused:
                 self._refused.add(name)
@@ -300,7 +300,7 @@ class MemoryFiles:
             return ""
 
     def lines(self, kind: str = "semantic") -> list[MemoryLine]:
-        return memory_lines(read_text(self.target(kind)))
+        return memory_lines(read_owned(self.vault, self.target(kind)))
 
     # ---- remember ----
 
@@ -343,7 +343,7 @@ class MemoryFiles:
         if by_model and kind == "procedural":
             return self._propose(fact, target, conversation)
         with self._lock:
-            existing = memory_lines(read_text(target))
+            existing = memory_lines(read_owned(self.vault, target))
             texts = [line.text for line in existing]
             old: MemoryLine | None = None
             cosines = None
@@ -377,7 +377,7 @@ class MemoryFiles:
     def _propose(self, rule: str, target: Path, conversation: str) -> Remembered:
         """A rule the model proposed: kept for the user's approval, the rules file untouched."""
         rel = self.rel(target)
-        same = next((line for line in memory_lines(read_text(target)) if facts.key(line.text) == facts.key(rule)), None)
+        same = next((line for line in memory_lines(read_owned(self.vault, target)) if facts.key(line.text) == facts.key(rule)), None)
         if same is not None:
             return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
         if self.pending is None:
@@ -446,7 +446,7 @@ class MemoryFiles:
         target = self.target(kind)
         rel = self.rel(target)
         with self._lock:
-            existing = memory_lines(read_text(target))
+            existing = memory_lines(read_owned(self.vault, target))
             if confirm_line.strip():
                 old = self._find(existing, confirm_line)
                 if old is None:
@@ -537,7 +537,7 @@ class MemoryFiles:
         return name
 
     def load_feedback(self) -> tuple[str, str]:
-        return read_text(self.path(self.config.corrections_file)), read_text(self.path(self.config.rewards_file))
+        return read_owned(self.vault, self.path(self.config.corrections_file)), read_owned(self.vault, self.path(self.config.rewards_file))
 
     def archive_feedback(self) -> list[str]:
         stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -3,7 +3,9 @@ read_note request and the chat tool of the same name.
 
 The rules are the vault's (tarsd/vault.py): only a regular markdown file whose real path is
 inside the vault is read. A path outside the vault, one through a symlinked folder leading
-out of it, a symlink, a FIFO or a dot-folder (.obsidian, .git) is refused with the reason.
+out of it, a symlink, a FIFO or a dot-folder (.obsidian, .git) is refused with the reason; the
+checks are on the path, but the read itself opens the file with no symlink followed in any
+folder (vault.read_note), so a folder swapped for a symlink after the checks is refused too.
 Lines are numbered as the chunker numbers them, so a search hit's start_line..end_line reads
 back the same passage; a heading is found as the chunker sees headings (not in front matter
 or code blocks). What is returned is bounded in characters: a longer range stops early and
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .chunker import note_lines, outline
-from .vault import OutsideVault, is_ignored, read_note, stat_note, vault_relative
+from .vault import REDIRECTED, OutsideVault, is_ignored, read_note, stat_note, vault_relative
 
 
 class NoteError(Exception):
@@ -79,6 +81,8 @@ def read_lines(
     if disk.problem is not None:
         raise NoteError("bad_request", f"{rel}: {disk.problem}", "tars reads only real files inside the vault")
     content = read_note(vault, rel, max_bytes)
+    if content.problem == REDIRECTED:  # a folder swapped for a symlink since the check above
+        raise NoteError("bad_request", f"{rel}: {content.problem}", "tars reads only real files inside the vault")
     if content.text is None:
         raise NoteError("unreadable", f"{rel}: {content.problem}")
     lines = note_lines(content.text)

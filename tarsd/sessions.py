@@ -10,7 +10,6 @@ moment ago is there at once.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import date, datetime
 from pathlib import Path
@@ -35,11 +34,8 @@ def episodic_paths(vault: Path, config: VaultConfig, max_bytes: int) -> dict[str
     found: dict[str, float] = {}
     for pattern in config.episodic:
         if pattern.endswith("/"):
-            folder = vault / pattern
             # A symlinked episodic folder may lead out of the vault: never entered (as the index does).
-            if os.path.realpath(folder) != os.path.normpath(folder) or not folder.is_dir():
-                continue
-            disks = {pattern + rel: disk for rel, disk in walk(folder).items()}
+            disks = {pattern + rel: disk for rel, disk in walk(vault, below=pattern).items()}
         else:
             disk = stat_note(vault, pattern)
             disks = {} if disk is None else {pattern: disk}

@@ -4,12 +4,14 @@ The vault is edited by Obsidian, sync tools and people, so nothing here trusts i
 vanish between listing and reading, may be binary or not UTF-8, huge, symlinks, FIFOs, or
 have names that are not UTF-8.
 
-The rule for what tars reads: only regular files whose real path is inside the vault. A
-symlink is never followed: one to a note inside the vault is indexed once, at the note's
-own path; one that points outside the vault, a loop, a broken link, a FIFO, socket or
-device is recorded as skipped, with the reason, and never opened for reading (a FIFO
-would block a reader forever). A file whose name is not valid UTF-8 is skipped with the
-name shown escaped (rename it to index it).
+The rule for what tars reads: only regular files whose real path is inside the vault, opened
+below the vault root with no symlink followed in any folder of the path (tarsd/safe_open.py),
+so a folder swapped for a symlink after a check cannot redirect the read. A symlink is never
+followed: one to a note inside the vault is indexed once, at the note's own path; one that
+points outside the vault, a loop, a broken link, a FIFO, socket or device is recorded as
+skipped, with the reason, and never opened for reading (a FIFO would block a reader forever).
+A file whose name is not valid UTF-8 is skipped with the name shown escaped (rename it to
+index it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import VaultConfig
+from .safe_open import NotRegularFile, SymlinkInPath, TooLarge, lstat_beneath, read_beneath
 
 MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 
@@ -31,6 +34,11 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 _CONFLICT = re.compile(r"\.sync-conflict-\d{8}-\d{6}-[A-Z0-9]{7}|\((?:[^()]*'s )?conflicted copy[^()]*\)", re.IGNORECASE)
 # Syncthing writes "~syncthing~name.tmp" (and ".syncthing.name.tmp", caught by the dot rule).
 _SYNC_TEMP = re.compile(r"^~syncthing~.*\.tmp$")
+# What read_note says of a note that is no longer there to read: gone, or a symlink in its
+# path since it was listed (a folder swapped for one). Neither is the note's own state: the
+# indexer drops its rows and the watcher's next event brings it back.
+VANISHED = "vanished before it could be read"
+REDIRECTED = "a symlink took the place of the file or one of its folders since it was checked: never followed"
 # A NUL byte in the first block is the usual sign of a binary file.
 _BINARY_PROBE_BYTES = 8192
 
@@ -86,12 +94,23 @@ def vault_relative(vault: Path, path: str) -> str:
         rel = resolved.relative_to(vault).as_posix()
     except ValueError:
         raise OutsideVault(f"{path} is not inside the vault {vault}") from None
-    real_parent = Path(os.path.realpath(resolved.parent))
+    real_parent = realpath(resolved.parent)
+    if real_parent is None:
+        raise OutsideVault(f"{path}: a folder on its path changed while it was checked (swapped for a symlink?)", "try again")
     if not real_parent.is_relative_to(vault):
         raise OutsideVault(
             f"{path} is inside a symlinked folder that leads to {real_parent}, outside the vault", "tars reads only files inside the vault"
         )
     return rel
+
+
+def realpath(path: Path) -> Path | None:
+    """os.path.realpath, or None while the path changes under it: a symlink on it swapped for
+    a folder between realpath's lstat and its readlink raises EINVAL (syncs failed on it)."""
+    try:
+        return Path(os.path.realpath(path))
+    except OSError:
+        return None
 
 
 def owned_file(vault: Path, rel: str) -> Path:
@@ -101,7 +120,9 @@ def owned_file(vault: Path, rel: str) -> Path:
     symlinked Memory.md would otherwise put an outside file into every prompt, and copy it in."""
     path = Path(os.path.normpath(vault / rel))
     root = Path(os.path.realpath(vault))
-    real = Path(os.path.realpath(path))
+    real = realpath(path)
+    if real is None:
+        raise OutsideVault(f"{rel}: a folder on its path changed while it was checked (swapped for a symlink?)", "try again")
     if not real.is_relative_to(root):
         raise OutsideVault(
             f"{rel} leads to {real}, outside the vault {vault}",
@@ -109,6 +130,23 @@ def owned_file(vault: Path, rel: str) -> Path:
             "(or set [memory] to a path inside the vault)",
         )
     return vault / real.relative_to(root)
+
+
+def read_owned(vault: Path, path: Path) -> str:
+    """The text of a file tars keeps in the vault, at ``path`` as owned_file gave it, read with
+    no symlink followed below the vault (one swapped in since owned_file looked is refused,
+    not followed out of the vault); "" when there is no such file. Raises OutsideVault for a
+    symlink on the way or what is not a regular file (a FIFO would block the reader)."""
+    rel = path.relative_to(vault).as_posix()
+    try:
+        data, _ = read_beneath(vault, rel)
+    except FileNotFoundError:
+        return ""
+    except SymlinkInPath:
+        raise OutsideVault(f"{rel}: {REDIRECTED}", "try again; tars reads only files inside the vault") from None
+    except NotRegularFile:
+        raise OutsideVault(f"{rel} is not a regular file", f"put a text file at {path}") from None
+    return data.decode("utf-8", errors="replace")
 
 
 def is_conflict_copy(rel_path: str) -> bool:
@@ -126,45 +164,77 @@ def memory_type(rel_path: str, config: VaultConfig) -> str:
     return "note"
 
 
-def walk(root: Path) -> dict[str, DiskFile]:
-    """Every note under root with its stat, and every note-like entry tars will not read
-    (with the reason). Symlinked folders are never entered. Vanished or unreadable entries
-    are passed over (a later sync sees them again)."""
+def walk(root: Path, below: str = "") -> dict[str, DiskFile]:
+    """Every note under root (or under its folder ``below``, with paths relative to that) with
+    its stat, and every note-like entry tars will not read (with the reason). Symlinked folders
+    are never entered: each folder is opened without following a symlink and listed only if it
+    is the very folder its parent listed (a folder swapped for a symlink in between would have
+    the walk list the link's target, outside the vault). Vanished or unreadable entries are
+    passed over (a later sync sees them again)."""
     found: dict[str, DiskFile] = {}
-    stack = [(str(root), "")]
-    while stack:
-        directory, prefix = stack.pop()
+    start, listed_as = str(root), None  # the root may be a symlink: the user's choice
+    if below:
         try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
+            st = lstat_beneath(root, below.rstrip("/"))
+        except (OSError, ValueError):
+            return found  # not there, or through a symlink
+        if not stat.S_ISDIR(st.st_mode):
+            return found
+        start, listed_as = os.path.join(root, below), (st.st_dev, st.st_ino)
+    base = Path(start)
+    stack: list[tuple[str, str, tuple[int, int] | None]] = [(start, "", listed_as)]
+    while stack:
+        directory, prefix, listed_as = stack.pop()
+        entries = _list_folder(directory, listed_as)
+        for name, st in entries:
+            rel = prefix + name
+            if stat.S_ISDIR(st.st_mode):
+                stack.append((os.path.join(directory, name), rel + "/", (st.st_dev, st.st_ino)))
                 continue
-            rel = prefix + entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            disk = _classify(root, rel, st)
+            disk = _classify(base, rel, st)
             if disk is not None:
                 found[disk.path] = disk
     return found
+
+
+def _list_folder(directory: str, listed_as: tuple[int, int] | None) -> list[tuple[str, os.stat_result]]:
+    """The entries of a folder with their lstat, dot-entries aside; none if it is gone, or is
+    no longer the folder (device, inode) its parent listed."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if listed_as is not None else 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return []
+    try:
+        info = os.fstat(fd)
+        if listed_as is not None and (info.st_dev, info.st_ino) != listed_as:
+            return []  # swapped since it was listed: the scan its change brings sees it
+        entries = []
+        with os.scandir(fd) as listing:
+            for entry in listing:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    entries.append((entry.name, entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+        return entries
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
 
 
 def stat_note(root: Path, rel_path: str) -> DiskFile | None:
     """The stat of one note (or the reason it is not read), or None if it is gone or not a note."""
     if is_ignored(rel_path):
         return None
-    parent = os.path.dirname(rel_path)
-    if parent and os.path.realpath(root / parent) != os.path.normpath(root / parent):
-        return None  # inside a symlinked folder: not part of the vault (the folder itself is reported)
     try:
-        st = os.lstat(root / rel_path)
-    except OSError:
+        # Its folders reached without a symlink: a note inside a symlinked folder is not part of
+        # the vault (the folder itself is reported), and one swapped in since the path was named
+        # must not have an outside entry stat'ed, and recorded, under a vault path.
+        st = lstat_beneath(root, rel_path)
+    except (OSError, ValueError):
         return None
     return _classify(root, rel_path, st)
 
@@ -198,8 +268,10 @@ def _symlink_problem(root: Path, rel: str, is_folder: bool) -> str:
             return f"a broken symlink (to {os.readlink(link)}): nothing to read"
         except OSError:
             return "a broken symlink: nothing to read"
-    except OSError:
-        return "a symlink loop: never read"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop: never read"
+        return f"{what} that changed while it was checked: never read"  # EINVAL: swapped for a folder meanwhile
     if not target.is_relative_to(root):
         return f"{what} to {target}, outside the vault: never read (tars reads only files inside the vault)"
     inside = target.relative_to(root).as_posix()
@@ -249,30 +321,23 @@ def remove_litter(root: Path, older_than: float) -> list[str]:
 def read_note(root: Path, rel_path: str, max_bytes: int) -> NoteContent:
     """Read and decode a note. Never raises for a bad file: the problem is returned instead.
 
-    The file is opened without following a symlink and without blocking (a FIFO swapped in
-    since the scan opens at once), and is read only if what was opened is a regular file."""
+    The file is opened below the vault root without following a symlink in any folder of its
+    path or as the file itself (tarsd/safe_open.py: a folder swapped for a symlink since the
+    check is refused, not followed out of the vault), and without blocking (a FIFO swapped in
+    since the scan opens at once); it is read only if what was opened is a regular file, and
+    its size is counted on the open file."""
     try:
-        fd = os.open(root / rel_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data, _ = read_beneath(root, rel_path, max_bytes)
     except FileNotFoundError:
-        return NoteContent(None, None, "vanished before it could be read")
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return NoteContent(None, None, "became a symlink since the scan: never read")
-        return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return NoteContent(None, None, "not a regular file: never read")
-        data = os.read(fd, min(info.st_size, max_bytes) + 1)
-        # Less than asked for is the end of the file; a full read means it grew since fstat.
-        while info.st_size < len(data) <= max_bytes and (more := os.read(fd, max_bytes + 1 - len(data))):
-            data += more
-    except OSError as exc:
-        return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
+        return NoteContent(None, None, VANISHED)
+    except SymlinkInPath:
+        return NoteContent(None, None, REDIRECTED)
+    except NotRegularFile:
+        return NoteContent(None, None, "not a regular file: never read")
+    except TooLarge:
         return NoteContent(None, None, f"too large: over {max_bytes / 1_000_000:g} MB (raise [vault] max_file_mb to index it)")
+    except OSError as exc:
+        return NoteContent(None, None, f"unreadable: {exc.strerror or exc}")
     digest = hashlib.sha256(data).hexdigest()
     if b"\x00" in data[:_BINARY_PROBE_BYTES]:
         return NoteContent(None, digest, "binary content (NUL bytes), not a text note")

@@ -125,6 +125,20 @@ def test_only_real_notes_inside_the_vault_are_read(start_daemon, vault, tmp_path
     assert read(daemon, path="real.md").lines == ["real text"]
 
 
+def test_a_hard_link_is_read_like_any_file(start_daemon, vault, tmp_path):
+    # The README's decision: a hard link is the file itself, put in the vault as a copy would
+    # be (it cannot be re-pointed later, as a symlink can); files with several links are kept,
+    # as backup and de-duplication tools make them.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "linked.md").write_text("# Linked\n\nquokka census\n")
+    os.link(outside / "linked.md", vault / "linked.md")
+    daemon = start_daemon()
+    wait_for(lambda: daemon.search("quokka") == ["linked.md"], "the hard-linked note to be indexed")
+    assert read(daemon, path="linked.md").lines == ["# Linked", "", "quokka census"]
+    assert (vault / "linked.md").stat().st_nlink == 2
+
+
 def test_memory_files_by_kind(start_daemon, vault):
     daemon = start_daemon(TARS_MEMORY_SEMANTIC_FILE="About me.md")
     empty = read(daemon, memory="semantic")  # nothing remembered yet: an empty file, not an error
