@@ -28,7 +28,12 @@ HEALTH_STATES = ("not_indexed", "stale", "deleted", "skipped", "repaired")
 def current_vault_error(watcher: VaultWatcher) -> str:
     """Why the vault cannot be used, checked now: the watcher's supervisor notices within its
     check interval, but a reply right after the folder went away must say so already."""
-    return watcher.vault.error or vault_problem(watcher.vault.path)
+    if watcher.vault.error:
+        return watcher.vault.error
+    problem = vault_problem(watcher.vault.path)
+    if problem:
+        watcher.wake()  # the supervisor halts the watcher and follows the folder from now on
+    return problem
 
 
 def coverage(queue: SyncQueue, engine: Engine, watcher: VaultWatcher) -> Coverage:

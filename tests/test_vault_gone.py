@@ -39,6 +39,8 @@ def test_a_vault_moved_away_is_reported_refuses_writes_and_is_served_again_once_
     os.rename(vault, away)
     before = _tree(away)
     status = wait_for(lambda: (s := daemon.status()).vault_error and s, "status to notice the missing vault")
+    # A reply notices at once; the watcher's supervisor, woken by it, stops the watcher.
+    wait_for(lambda: not daemon.status().watcher["alive"], "the watcher to stop while the vault is missing")
     assert str(vault) in status.vault_error and "missing" in status.vault_error
     assert any(w.startswith("vault: ") and "nothing is written" in w for w in status.warnings), status.warnings
     assert "MISSING" in daemon.tarsctl("status").stdout

@@ -8,7 +8,11 @@ note text shown as text. Screenshots of both views at phone and desktop widths g
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -254,3 +258,46 @@ def test_a_search_while_the_vault_is_missing_says_so_on_the_page(http_daemon, va
         expect(page.locator("#search-note")).to_contain_text("results come from the index as it was before")
     finally:
         moved.rename(vault)
+
+
+def test_a_page_on_another_origin_loading_images_cannot_lock_the_user_out(http_daemon, vault, browser, tmp_path):
+    """Another site's page in the same browser makes it load images from the listener, four a
+    second: GETs from 127.0.0.1 with no Origin and no token. The real page searches on."""
+    write(vault, "Garden.md", "# Garden\n\nTomatoes need sun and a deep pot.\n")
+    web = http_daemon()
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "index.html").write_text(
+        "<!doctype html><title>evil</title><script>"
+        "window.loaded = 0; let n = 0;"
+        f"setInterval(() => {{ const image = new Image(); image.onerror = () => window.loaded++;"
+        f" image.src = {web.url + 'search?q=x'!r} + (n++); }}, 250);"
+        "</script>",
+        encoding="utf-8",
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.2", "--directory", str(evil)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        port = re.search(r"port (\d+)", server.stdout.readline()).group(1)
+        other_site = browser.new_page()
+        other_site.goto(f"http://127.0.0.2:{port}/")
+        page = browser.new_page()
+        page.goto(f"{web.url}#token={web.token}")
+        expect(page.locator("#state")).to_contain_text("1 note")
+        ends = time.monotonic() + 10
+        searches = 0
+        while time.monotonic() < ends:
+            word = ("tomatoes", "sun", "deep")[searches % 3]
+            searches += 1
+            page.fill("#q", word)
+            expect(page.locator(".hit mark").first).to_have_text(word, ignore_case=True)  # this search's answer
+            expect(page.locator(".hit")).to_have_count(1)
+            expect(page.locator("#search-note")).not_to_contain_text("too many")
+        assert searches >= 5 and other_site.evaluate("window.loaded") >= 30  # both pages were busy all along
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
