@@ -226,6 +226,14 @@ class ListConversations(Message, tag="list_conversations"):
     archived: bool = False  # also those set aside after an end whose session log is still owed
 
 
+class ConversationHistory(Message, tag="conversation_history"):
+    """A conversation's messages as its reader saw them, oldest first (answered by conversation_messages)."""
+
+    id: int = 0
+    conversation: Annotated[str, Meta(max_length=200)] = "cli"
+    limit: Annotated[int, Meta(ge=1, le=200)] = 50  # the last this many messages
+
+
 # ---- replies and stream events ----
 
 
@@ -566,6 +574,24 @@ class ConversationList(Message, tag="conversation_list"):
     total: int = 0  # before the limit
 
 
+class ShownMessage(msgspec.Struct, omit_defaults=True):
+    role: str  # user | assistant
+    text: str = ""
+    tools: list[str] = []  # assistant: one short line per tool call made for this answer
+    at: float = 0.0  # unix time
+    cut: int = 0  # characters of the text left out for length
+
+
+class ConversationMessages(Message, tag="conversation_messages"):
+    id: int = 0
+    conversation: str = ""
+    found: bool = False  # no conversation under this id (never used, or ended): no messages
+    messages: list[ShownMessage] = []  # oldest first
+    omitted: int = 0  # earlier messages left out by the bounds (count, then size)
+    compacted: int = 0  # earlier messages summarised: ``summary`` stands in for them
+    summary: str = ""
+
+
 class FeedbackSaved(Message, tag="feedback_saved"):
     id: int = 0
     path: str = ""
@@ -632,6 +658,7 @@ ClientMessage = (
     | ReadNote
     | Sessions
     | ListConversations
+    | ConversationHistory
     | PendingRules
     | DecideRule
 )
@@ -658,6 +685,7 @@ ServerMessage = (
     | NoteText
     | SessionsReply
     | ConversationList
+    | ConversationMessages
     | PendingRulesReply
     | RuleDecided
 )
@@ -680,6 +708,7 @@ FINAL_REPLIES = (
     NoteText,
     SessionsReply,
     ConversationList,
+    ConversationMessages,
     PendingRulesReply,
     RuleDecided,
 )

@@ -10,6 +10,7 @@ error; replies become JSON, or SSE events when streamed.
     GET    /search?q=...          search            -> search_results
     POST   /chat                  chat              -> chat_done, or SSE chat_delta / tool_activity / chat_done
     GET    /conversations         list_conversations -> conversation_list
+    GET    /conversations/{id}/messages  conversation_history -> conversation_messages (the last ?limit=50)
     DELETE /conversations/{id}    end_conversation  -> conversation_ended (the session log is written first)
     POST   /remember              remember          -> remembered
     GET    /rules/pending         pending_rules     -> pending_rules_reply (rules the model proposed)
@@ -54,7 +55,9 @@ from tarsctl.protocol import (
     Chat,
     ChatDone,
     ConversationEnded,
+    ConversationHistory,
     ConversationList,
+    ConversationMessages,
     DecideRule,
     EndConversation,
     Error,
@@ -530,6 +533,11 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
     async def conversations(limit: int = 100, archived: bool = False) -> Response:
         return await answer(protocol_message(ListConversations, limit=limit, archived=archived), ConversationList)
 
+    @app.get("/conversations/{conversation_id}/messages", tags=["chat"], summary="A conversation's messages, oldest first")
+    async def conversation_messages(conversation_id: str, limit: int = 50) -> Response:
+        request = protocol_message(ConversationHistory, conversation=conversation_id, limit=limit)
+        return await answer(request, ConversationMessages)
+
     @app.delete("/conversations/{conversation_id}", tags=["chat"], summary="End a conversation: its session log is written first")
     async def end_conversation(conversation_id: str, provider: str = "", model: str = "") -> Response:
         request = protocol_message(EndConversation, conversation=conversation_id, provider=provider, model=model)
@@ -581,6 +589,7 @@ def _describe(app: FastAPI) -> None:
         ("/chat", "post"): ChatDone,
         ("/conversations", "get"): ConversationList,
         ("/conversations/{conversation_id}", "delete"): ConversationEnded,
+        ("/conversations/{conversation_id}/messages", "get"): ConversationMessages,
         ("/remember", "post"): Remembered,
         ("/rules/pending", "get"): PendingRulesReply,
         ("/rules/pending/{rule_id}", "post"): RuleDecided,

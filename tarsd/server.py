@@ -31,8 +31,10 @@ from tarsctl.protocol import (
     ApplyReview,
     Cancel,
     Chat,
+    ConversationHistory,
     ConversationInfo,
     ConversationList,
+    ConversationMessages,
     ChatDelta,
     ChatDone,
     ConversationEnded,
@@ -72,6 +74,7 @@ from tarsctl.protocol import (
     ReviewProposals,
     RuleDecided,
     Search,
+    ShownMessage,
     SearchResults,
     Sessions,
     SessionsReply,
@@ -121,6 +124,7 @@ CAPABILITIES = [
     "sessions",
     "conversations",
     "pending_rules",
+    "conversation_history",
 ]
 TOOL_RESULT_PREVIEW = 300
 WRITE_TIMEOUT_SECONDS = 30.0
@@ -128,6 +132,9 @@ VECTOR_PROGRESS_SECONDS = 0.5
 # A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
 # the 64 MiB reply cap.
 MAX_HIT_TEXT = 16_000
+# A conversation read back: each text and the whole reply bounded (a pasted note can be long).
+HISTORY_MESSAGE_CHARS = 20_000
+HISTORY_CHARS = 200_000
 ACCEPT_BACKLOG = 128
 REFUSAL_READ_SECONDS = 1.0
 # File descriptors kept for SQLite, the watcher, the model and logs, whatever clients do.
@@ -320,6 +327,7 @@ class Server:
             ReadNote: self._read_note,
             Sessions: self._sessions,
             ListConversations: self._list_conversations,
+            ConversationHistory: self._conversation_history,
             PendingRules: self._pending_rules,
             DecideRule: self._decide_rule,
         }
@@ -665,6 +673,19 @@ class Server:
             for c in found
         ]
         yield ConversationList(id=request.id, conversations=conversations, total=total)
+
+    async def _conversation_history(self, request: ConversationHistory, _peer: Peer) -> AsyncIterator[Message]:
+        conversations = self.daemon.assistant.conversations
+        found = await asyncio.to_thread(conversations.history, request.conversation, request.limit, HISTORY_CHARS, HISTORY_MESSAGE_CHARS)
+        yield ConversationMessages(
+            id=request.id,
+            conversation=request.conversation,
+            found=found.found,
+            messages=[ShownMessage(m.role, m.text, m.tools, m.at, m.cut) for m in found.messages],
+            omitted=found.omitted,
+            compacted=found.compacted,
+            summary=found.summary,
+        )
 
     def _find_note(self, name: str) -> str:
         """A note given by path (absolute or in the vault), file name or alias; FrameError if none."""

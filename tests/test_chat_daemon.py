@@ -9,7 +9,8 @@ import pytest
 
 from conftest import write
 from daemon_harness import wait_for
-from tarsctl.protocol import Cancel, Chat, ChatDelta, ChatDone, Error
+from tarsctl.client import RemoteError
+from tarsctl.protocol import Cancel, Chat, ChatDelta, ChatDone, ConversationHistory, ConversationMessages, Error
 
 
 @pytest.fixture
@@ -145,3 +146,71 @@ def test_ending_a_conversation_twice_in_a_second_with_the_provider_down(start_da
             ended = client.call(EndConversation(id=2, conversation="quick"))
             assert "retried in the background" in ended.warnings[0]
     assert "Traceback" not in daemon.log.read_text()
+
+
+def test_a_conversation_reads_back_in_order_bounded(chat_daemon, fake_ollama):
+    long_answer = "Bake " + "then bake again " * 1900  # past the 20,000 characters a message shows
+    fake_ollama.script = [
+        {"tool_calls": [{"name": "memory_search", "arguments": {"query": "sourdough starter", "limit": 3}}]},
+        {"text": "Feed the starter the evening before."},
+        {"text": "250 °C, covered."},
+        {"text": long_answer},
+        *({"text": f"{n} " + "x" * 24_000} for n in range(6)),
+    ]
+    daemon = chat_daemon(TARS_CHAT_COMPACT_CHARS="1000000")  # no compaction: every message stays
+    with daemon.client() as client:
+        for n, text in enumerate(["when do I feed the starter? <img src=x onerror=alert(1)>", "how hot is the oven?", "and then?"]):
+            assert isinstance(client.call(Chat(id=n, conversation="nvim", message=text)), ChatDone)
+        history = client.call(ConversationHistory(id=7, conversation="nvim"))
+        assert isinstance(history, ConversationMessages) and history.id == 7 and history.found
+        assert [(m.role, m.text[:40]) for m in history.messages] == [
+            ("user", "when do I feed the starter? <img src=x o"),
+            ("assistant", "Feed the starter the evening before."),
+            ("user", "how hot is the oven?"),
+            ("assistant", "250 °C, covered."),
+            ("user", "and then?"),
+            ("assistant", long_answer[:40]),
+        ]
+        assert history.messages[0].text == "when do I feed the starter? <img src=x onerror=alert(1)>"
+        assert history.messages[1].tools == ["memory_search(query: sourdough starter, limit: 3)"]  # the tool result is not shown
+        assert [m.tools for m in history.messages[2:]] == [[]] * 4
+        assert history.messages[-1].text == long_answer[:20_000] and history.messages[-1].cut == len(long_answer) - 20_000
+        assert history.messages[0].at <= history.messages[-1].at and (history.omitted, history.compacted, history.summary) == (0, 0, "")
+
+        last = client.call(ConversationHistory(id=8, conversation="nvim", limit=3))
+        assert [m.text[:9] for m in last.messages] == ["250 °C, c", "and then?", "Bake then"] and last.omitted == 3
+
+        # Six exchanges, 12 messages each cut to 20,000 characters: the 200,000 a reply holds take the last 10.
+        for n in range(6):
+            client.call(Chat(id=20 + n, conversation="long", message=f"{n} " + "y" * 24_000))
+        long = client.call(ConversationHistory(id=26, conversation="long"))
+        assert [m.text[:2] for m in long.messages] == ["1 ", "1 ", "2 ", "2 ", "3 ", "3 ", "4 ", "4 ", "5 ", "5 "] and long.omitted == 2
+        assert {len(m.text) for m in long.messages} == {20_000} and {m.cut for m in long.messages} == {24_002 - 20_000}
+
+        unknown = client.call(ConversationHistory(id=9, conversation="never-used"))
+        assert isinstance(unknown, ConversationMessages) and not unknown.found and unknown.messages == [] and unknown.omitted == 0
+        with pytest.raises(RemoteError) as refused:
+            client.call(ConversationHistory(id=10, conversation="nvim", limit=2000))
+        assert refused.value.error.code == "bad_request" and "limit" in refused.value.error.message
+    with daemon.client() as client:  # the daemon goes on serving
+        assert len(client.call(ConversationHistory(id=11, conversation="nvim", limit=1)).messages) == 1
+
+
+def test_a_compacted_conversation_reads_back_with_its_summary(chat_daemon, fake_ollama):
+    fake_ollama.script = [
+        {"text": "A train to Lisbon sounds lovely."},
+        {"text": "The Sud Expresso leaves from Hendaye."},
+        {"text": "Lisbon train trip\n- Sam plans a train trip to Lisbon in June"},
+    ]
+    daemon = chat_daemon(TARS_CHAT_COMPACT_CHARS="150", TARS_CHAT_KEEP_RECENT="2")
+    with daemon.client() as client:
+        client.call(Chat(id=1, conversation="trip", message="I am planning a train trip to Lisbon in June with my sister, slowly."))
+        done = client.call(Chat(id=2, conversation="trip", message="Which night train goes into Portugal from the French border?"))
+        assert done.session_log.startswith("sessions/")  # compacted
+        history = client.call(ConversationHistory(id=3, conversation="trip"))
+    assert [(m.role, m.text) for m in history.messages] == [
+        ("user", "Which night train goes into Portugal from the French border?"),
+        ("assistant", "The Sud Expresso leaves from Hendaye."),
+    ]
+    assert history.compacted == 2 and history.omitted == 0
+    assert history.summary == "Lisbon train trip:\n- Sam plans a train trip to Lisbon in June"

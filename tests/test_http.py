@@ -210,6 +210,45 @@ def test_conversations_survive_a_restart_and_delete_writes_the_session_log(http_
         assert client.delete("/conversations/never-used").json()["session_log"] == ""
 
 
+def test_a_conversation_reads_back_over_http(http_daemon, fake_ollama):
+    fake_ollama.script = [
+        {"tool_calls": [{"name": "memory_search", "arguments": {"query": "bike chain"}}]},
+        {"text": "Noted: a new chain."},
+        {"text": "A 9-speed chain."},
+    ]
+    web = http_daemon()
+    with web.client() as client:
+        client.post("/chat", json={"conversation_id": "phone", "message": "my bike needs a new <b>chain</b>"})
+        client.post("/chat", json={"conversation_id": "phone", "message": "which one?"})
+        read = client.get("/conversations/phone/messages")
+        assert read.status_code == 200, read.text
+        body = read.json()
+        assert (body["type"], body["conversation"], body["found"], body["omitted"], body["compacted"], body["summary"]) == (
+            "conversation_messages",
+            "phone",
+            True,
+            0,
+            0,
+            "",
+        )
+        assert [(m["role"], m["text"], m["tools"], m["cut"]) for m in body["messages"]] == [
+            ("user", "my bike needs a new <b>chain</b>", [], 0),
+            ("assistant", "Noted: a new chain.", ["memory_search(query: bike chain)"], 0),
+            ("user", "which one?", [], 0),
+            ("assistant", "A 9-speed chain.", [], 0),
+        ]
+        assert 0 < body["messages"][0]["at"] <= body["messages"][3]["at"]
+        last = client.get("/conversations/phone/messages", params={"limit": 1}).json()
+        assert [m["text"] for m in last["messages"]] == ["A 9-speed chain."] and last["omitted"] == 3
+        unknown = client.get("/conversations/never-used/messages").json()
+        assert (unknown["conversation"], unknown["found"], unknown["messages"]) == ("never-used", False, [])
+        refused = client.get("/conversations/phone/messages", params={"limit": 0})
+        assert refused.status_code == 400 and refused.json()["code"] == "bad_request" and "limit" in refused.json()["message"]
+        assert "/conversations/{conversation_id}/messages" in client.get("/openapi.json").json()["paths"]
+    with web.client(token="") as anonymous:
+        assert anonymous.get("/conversations/phone/messages").status_code == 401
+
+
 def test_closing_a_stream_cancels_the_answer(http_daemon, fake_ollama):
     fake_ollama.script = [{"text": "one two three four five six seven eight nine ten", "delay": 0.3}, {"text": "ok"}]
     web = http_daemon()

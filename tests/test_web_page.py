@@ -144,7 +144,13 @@ def test_search_and_chat_in_a_real_browser(http_daemon, vault, fake_ollama, brow
     shot(phone, "phone-search")
     phone.click("#tab-chat")
     assert phone.locator("#chat").is_visible() and phone.locator("#search").is_hidden()
-    expect(phone.locator("#chat-note")).to_contain_text("Carrying on the conversation")
+    # The conversation goes on from the other page: its messages are shown, the answer's tags as text.
+    expect(phone.locator(".message-user .body")).to_have_text(["how do I start a sourdough bake?"])
+    earlier = phone.locator(".message-assistant")
+    expect(earlier.locator(".body")).to_have_text([answer])
+    assert earlier.locator(".tool").all_inner_texts() == ["· memory_search(query: sourdough starter)"]
+    assert phone.locator("#messages img").count() == 0 and phone.evaluate("window.__pwned") is None
+    assert phone.locator("#chat-note").inner_text() == ""  # all of it is shown: nothing to explain
     fake_ollama.script = [{"text": "Water tomatoes daily in July, in the morning.", "delay": 0.05}]
     phone.fill("#message", "and my tomatoes?")
     phone.click("#send")
@@ -186,7 +192,8 @@ def test_the_chat_stays_in_view_after_a_search_and_the_phone_header_shows_the_wh
     # The results are far longer than the window: they scroll inside their own pane.
     assert page.locator(".hit").last.bounding_box()["y"] > DESKTOP["height"]
 
-    page.fill("#message", "when do I feed the starter?")
+    question = 'when do I feed the starter? <img src=x onerror="window.__pwned = 5">'
+    page.fill("#message", question)
     page.press("#message", "Enter")
     expect(page.locator(".message-assistant .body")).to_have_text("Feed the starter the evening before.")
     expect(page.locator(".message-assistant.streaming")).to_have_count(0)
@@ -196,10 +203,14 @@ def test_the_chat_stays_in_view_after_a_search_and_the_phone_header_shows_the_wh
         assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= DESKTOP["height"], (selector, box)
     shot(page, "desktop-chat-after-search")
 
-    # Opened again, the page says how many messages came before, and where they are.
+    # Opened again, the page shows the conversation so far, as text, its last message in view.
     page.goto(web.url)
-    expect(page.locator("#chat-note")).to_contain_text("Carrying on the conversation “web”: 2 earlier messages, not shown here")
-    expect(page.locator("#chat-note")).to_contain_text("they go into a session log when you press New chat")
+    expect(page.locator(".message .body")).to_have_text([question, "Feed the starter the evening before."])
+    assert page.locator(".message").first.get_attribute("class") == "message message-user"
+    assert page.locator("#messages img").count() == 0 and page.evaluate("window.__pwned") is None
+    assert page.locator("#chat-note").inner_text() == ""
+    box = page.locator(".message >> nth=-1").bounding_box()
+    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= DESKTOP["height"], box
 
     # A phone: the status wraps instead of being cut.
     phone = browser.new_page()
@@ -301,3 +312,40 @@ def test_a_page_on_another_origin_loading_images_cannot_lock_the_user_out(http_d
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_long_conversation_opens_at_its_end_and_says_what_it_leaves_out(http_daemon, fake_ollama, browser):
+    # A long first exchange is compacted at the second; 27 short exchanges follow it: 54 messages after the summary.
+    fake_ollama.script = [
+        {"text": "A train to Lisbon sounds lovely."},
+        {"text": "The Sud Expresso."},
+        {"text": "Lisbon train trip\n- Sam plans a train trip to Lisbon in June"},
+        *({"text": f"Answer {n}."} for n in range(2, 28)),
+    ]
+    web = http_daemon(TARS_CHAT_COMPACT_CHARS="1500", TARS_CHAT_KEEP_RECENT="2")
+    with web.client() as client:
+        client.post("/chat", json={"message": "I am planning a train trip to Lisbon in June. " * 40})
+        for n in range(1, 28):
+            reply = client.post("/chat", json={"message": f"Question {n}?"})
+            assert reply.status_code == 200, reply.text
+        assert client.get("/conversations/web/messages").json()["compacted"] == 2
+
+    page = browser.new_page()  # 1280x800
+    page.goto(f"{web.url}#token={web.token}")
+    expect(page.locator(".message")).to_have_count(51)  # the summary, then the last 50
+    summary = page.locator(".message").first
+    assert summary.locator(".who").inner_text() == "tars's summary of the earlier messages"
+    assert summary.locator(".body").inner_text() == "Lisbon train trip:\n- Sam plans a train trip to Lisbon in June"
+    assert page.locator(".message .body").nth(1).inner_text() == "Question 3?"  # questions 1 and 2 and their answers are left out
+    expect(page.locator("#chat-note")).to_have_text(
+        "Carrying on the conversation “web”: 4 earlier messages are not shown here; tars still takes them into account. "
+        "2 before those are summarised at the top; search finds them in the session logs in sessions/."
+    )
+    # Opened at its end: the last answer in view, the summary scrolled out of it.
+    last = page.locator(".message >> nth=-1")
+    expect(last.locator(".body")).to_have_text("Answer 27.")
+    box, pane = last.bounding_box(), page.locator("#messages").bounding_box()
+    assert box is not None and pane["y"] <= box["y"] and box["y"] + box["height"] <= min(pane["y"] + pane["height"], DESKTOP["height"]), box
+    shot(page, "desktop-long-conversation")
+    assert page.locator("#messages").evaluate("node => node.scrollTop > 0 && node.scrollTop + node.clientHeight >= node.scrollHeight - 1")
+    assert page.evaluate("window.scrollY") == 0

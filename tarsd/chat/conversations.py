@@ -4,6 +4,7 @@ calls, tool results) and converted to each provider's own format when sent."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -59,7 +60,29 @@ class ConversationSummary:
     title: str  # the start of the first user message
 
 
+@dataclass(slots=True, frozen=True)
+class ReadBack:
+    """A message as a person reads it back: what the user said, or the assistant's answer with
+    one short line per tool call it made on the way."""
+
+    role: str  # user | assistant
+    text: str
+    tools: list[str]
+    at: float
+    cut: int = 0  # characters of the text left out for length
+
+
+@dataclass(slots=True, frozen=True)
+class History:
+    found: bool
+    messages: list[ReadBack]  # oldest first
+    omitted: int  # earlier messages (not compacted) left out by the bounds
+    compacted: int  # earlier messages the summary stands in for
+    summary: str
+
+
 TITLE_CHARS = 80
+TOOL_LINE_CHARS = 120
 ARCHIVED = "@archived-"
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(ChatMessage).decode
@@ -171,6 +194,45 @@ class ConversationStore:
         ]
         return found[:limit], len(found)
 
+    def history(self, conversation_id: str, limit: int, max_chars: int, max_message_chars: int) -> History:
+        """The conversation as its reader saw it: the last ``limit`` messages, newest kept first
+        within ``max_chars`` in all (each text cut at ``max_message_chars``); compacted messages
+        are stood in for by the running summary. Reads only: an unknown id is not created."""
+        with self.lock:
+            row = self.conn.execute("SELECT summary FROM conversations WHERE id = ?", (conversation_id,)).fetchall()
+            if not row:
+                return History(False, [], 0, 0, "")
+            rows = self.conn.execute(
+                "SELECT body, compacted FROM messages WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
+            ).fetchall()
+        compacted = 0
+        shown: list[ReadBack] = []
+        tools: list[str] = []  # tool calls waiting for the answer they lead to
+        at = 0.0
+        for body, was_compacted in rows:
+            message = _decode(body)
+            if was_compacted:
+                compacted += message.role in ("user", "assistant") and bool(message.content)
+                continue
+            at = message.at
+            if message.role == "assistant":
+                tools += [_tool_line(call) for call in message.tool_calls]
+            if message.role in ("user", "assistant") and message.content:
+                text = message.content[:max_message_chars]
+                shown.append(ReadBack(message.role, text, tools, message.at, len(message.content) - len(text)))
+                tools = []
+        if tools:  # calls whose answer never came (cancelled, the provider failed)
+            shown.append(ReadBack("assistant", "", tools, at))
+        kept: list[ReadBack] = []
+        size = 0
+        for message in reversed(shown[-limit:]):
+            size += len(message.text) + sum(len(line) for line in message.tools)
+            if kept and size > max_chars:
+                break
+            kept.append(message)
+        kept.reverse()
+        return History(True, kept, len(shown) - len(kept), compacted, row[0][0])
+
     def idle(self, idle_seconds: float) -> list[str]:
         """Conversations quiet for longer than ``idle_seconds`` with messages not yet in a log."""
         cutoff = time.time() - idle_seconds
@@ -183,3 +245,12 @@ class ConversationStore:
                     (cutoff,),
                 )
             ]
+
+
+def _tool_line(call: ToolCall) -> str:
+    """memory_search(query: sourdough starter), as the web page shows a call while it happens."""
+    args = ", ".join(
+        f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}" for key, value in call.arguments.items()
+    )
+    line = f"{call.name}({args})"
+    return line if len(line) <= TOOL_LINE_CHARS else line[: TOOL_LINE_CHARS - 1] + "…"

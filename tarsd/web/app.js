@@ -328,28 +328,40 @@
 
   const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
 
-  // The page shows only what was said in this tab: say how much came before, and where it is.
-  function resumedNote(conversation) {
-    const { messages, unlogged } = conversation;
-    const logged = messages - unlogged;
-    const they = messages === 1 ? "it" : "they";
-    const where = [
-      logged > 0 ? `${logged} already in a session log in sessions/ (search finds ${logged === 1 ? "it" : "them"})` : "",
-      unlogged > 0 ? `${logged > 0 ? "the rest go" : they + (messages === 1 ? " goes" : " go")} into a session log when you press New chat` : "",
-    ].filter(Boolean);
-    return (
-      `Carrying on the conversation “${CONVERSATION}”: ${plural(messages, "earlier message")}, not shown here ` +
-      `(from this or another browser); ${where.join("; ")}. tars still takes ${messages === 1 ? "it" : "them"} into account.`
-    );
+  // A conversation carried on from before (this or another browser): its last messages, shown
+  // as they were said; the note says only what the page could not show.
+  function hiddenNote(history) {
+    const { omitted, compacted } = history;
+    const notes = [];
+    if (omitted > 0) {
+      const [are, them] = omitted === 1 ? ["is", "it"] : ["are", "them"];
+      notes.push(`${plural(omitted, "earlier message")} ${are} not shown here; tars still takes ${them} into account.`);
+    }
+    if (compacted > 0) {
+      const what = omitted > 0 ? `${compacted} before ${omitted === 1 ? "it" : "those"}` : plural(compacted, "earlier message");
+      notes.push(`${what} ${compacted === 1 ? "is" : "are"} summarised at the top; search finds them in the session logs in sessions/.`);
+    }
+    return notes.length ? [`Carrying on the conversation “${CONVERSATION}”:`, ...notes].join(" ") : "";
   }
 
-  async function describeConversation() {
+  function showEarlier(message) {
+    const shown = addMessage(message.role, message.text);
+    for (const line of message.tools || []) shown.tools.append(el("div", "tool tool-call", "· " + line));
+    if (message.cut > 0) shown.notes.append(el("div", "", `(${message.cut} more characters not shown)`));
+  }
+
+  async function loadConversation() {
     try {
-      const listed = await json(await api("/conversations?limit=1000"));
-      const ours = listed.conversations.find((c) => c.id === CONVERSATION);
-      $("chat-note").textContent = ours && ours.messages > 0 ? resumedNote(ours) : "";
+      const history = await json(await api("/conversations/" + encodeURIComponent(CONVERSATION) + "/messages?limit=50"));
+      if (chatAbort || $("messages").childElementCount) return; // a message sent meanwhile: the page has moved on
+      $("chat-note").textContent = hiddenNote(history); // first: the note above takes room from the messages' pane
+      if (history.summary) {
+        const summary = addMessage("summary", history.summary);
+        summary.message.firstChild.textContent = "tars's summary of the earlier messages";
+      }
+      history.messages.forEach(showEarlier);
     } catch (_) {
-      // the note is a help, nothing more
+      // the earlier messages are a help: the chat works without them
     }
   }
 
@@ -415,7 +427,7 @@
       $("login").hidden = true;
       $("app").hidden = false;
       show(document.body.dataset.view || "search");
-      describeConversation();
+      loadConversation();
       loadPendingRules();
     } catch (error) {
       if (error.status !== 401) showLogin(describe(error));
