@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,14 +173,17 @@ class Indexer:
                     if note is not None:
                         window.append(_Prepared(disk_file, note, preparer.submit(note.text, disk_file.path)))
                     while window and (len(window) >= PREPARED_WINDOW or window[0].future.done()):
-                        self._write(window.popleft(), chunking, fingerprint, report)
+                        prepared = self._ready(window.popleft(), batch)
+                        batch.tick()
+                        self._write(prepared, chunking, fingerprint, report)
                     if whole_vault:
                         self.scan_done = done
                     if progress and (done % 200 == 0 or done == len(todo)):
                         progress("scan", done, len(todo))
                 while window and not self.stop.is_set():
+                    prepared = self._ready(window.popleft(), batch)
                     batch.tick()
-                    self._write(window.popleft(), chunking, fingerprint, report)
+                    self._write(prepared, chunking, fingerprint, report)
                 for path in gone:
                     if self.stop.is_set():
                         break
@@ -227,9 +230,10 @@ class Indexer:
         report = SyncReport()
         try:
             todo, known, gone = self._look_up(paths)
-            batch.tick()
+            batch.commit()  # chunking comes first, outside any transaction (see _ready)
             for disk_file in todo:
-                self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, False, report)
+                self._sync_file(disk_file, known.get(disk_file.path), chunking, fingerprint, False, report, batch)
+            batch.tick()
             for path in gone:
                 self.store.delete_file(path)
             batch.commit()
@@ -240,9 +244,9 @@ class Indexer:
         return [disk_file.path for disk_file in todo] + gone
 
     def _sync_file(
-        self, disk: DiskFile, state: FileState | None, chunking, fingerprint: str | None, full: bool, report: SyncReport
+        self, disk: DiskFile, state: FileState | None, chunking, fingerprint: str | None, full: bool, report: SyncReport, batch
     ) -> None:
-        """One note, start to finish, in place."""
+        """One note, start to finish, in place: chunked before the batch's transaction is opened."""
         note = self._examine(disk, state, chunking, full, report)
         if note is not None:
             counter, budget, _ = chunking
@@ -251,7 +255,18 @@ class Indexer:
                 future.set_result(prepare_note(note.text, disk.path, counter, budget, self.config.index.overlap))
             except Exception as exc:
                 future.set_exception(exc)
+            batch.tick()
             self._write(_Prepared(disk, note, future), chunking, fingerprint, report)
+
+    @staticmethod
+    def _ready(prepared: _Prepared, batch) -> _Prepared:
+        """``prepared`` once its chunks are ready. While a worker still chunks it, the batch is
+        committed first: a big note takes seconds (a 5 MB line took 10 s on a busy box), and the
+        write lock held meanwhile made a chat's write wait past its busy timeout and fail."""
+        if not prepared.future.done():
+            batch.commit()
+            wait([prepared.future])
+        return prepared
 
     def _notes_to_chunk(self, todo: list[DiskFile], known: dict[str, FileState], chunking, full: bool) -> int:
         """How many of ``todo`` look changed (by stat): decides whether preparing them is worth workers."""

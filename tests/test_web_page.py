@@ -235,7 +235,7 @@ def test_rules_the_model_proposed_are_approved_or_rejected_on_the_page(http_daem
     web = http_daemon()
     page = browser.new_page()
     page.goto(f"{web.url}#token={web.token}")
-    expect(page.locator("#state")).to_contain_text("notes")
+    expect(page.locator("#state")).to_contain_text("1 note ·")
     assert page.locator("#pending-rules").is_hidden()  # nothing waiting: no card
 
     page.fill("#message", "set my rules")
@@ -261,6 +261,7 @@ def test_a_search_while_the_vault_is_missing_says_so_on_the_page(http_daemon, va
     page.goto(f"{web.url}#token={web.token}")
     expect(page.locator("#state")).to_contain_text("1 note")
     moved = vault.with_name("vault-moved")
+    expect(page.locator("#state")).not_to_contain_text("1 notes")  # one note is not "notes"
     vault.rename(moved)
     try:
         page.fill("#q", "starter")

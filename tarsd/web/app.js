@@ -422,7 +422,7 @@
       vaultName = String(status.vault).split(/[\\/]/).filter(Boolean).pop() || "";
       const counts = status.counts || {};
       const meaning = { ready: "", loading: "model loading", unavailable: "keywords only", disabled: "keywords only" };
-      const parts = [vaultName, `${counts.files || 0} notes`, meaning[status.embedder.state] || status.embedder.state];
+      const parts = [vaultName, `${counts.files || 0} ${counts.files === 1 ? "note" : "notes"}`, meaning[status.embedder.state] || status.embedder.state];
       $("state").textContent = parts.filter(Boolean).join(" · ");
       $("login").hidden = true;
       $("app").hidden = false;
