@@ -8,7 +8,4 @@ source scripts/venv.sh
 tars_venv  # rebuilds a .venv made by another Python; says which Python is needed when none fits
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[test]"
-# Two processes, a test file each at a time: most tests wait on daemons, sockets and a browser,
-# so two share 2 cores well, and a file's shared fixtures (an indexed vault) are built once.
-# `bash scripts/test.sh -p no:xdist ...` runs in one process.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
+exec .venv/bin/python -m pytest "$@"

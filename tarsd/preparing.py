@@ -82,6 +82,11 @@ class Preparer:
                 initargs=(*self.chunking, os.getpid()),
             )
 
+    @property
+    def in_place(self) -> bool:
+        """Notes are chunked in this thread, inside submit()."""
+        return self._pool is None
+
     def submit(self, text: str, path: str) -> Future:
         if self._pool is not None:
             try:

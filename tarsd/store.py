@@ -241,6 +241,13 @@ def make_private(db_path: Path) -> None:
             pass
 
 
+WRITER_BUSY_TIMEOUT_MS = 60_000  # writer_connection(): conversations and pending rules
+
+# Chunks given their vectors in one transaction by store_vectors: short enough that a chat's
+# write never waits long behind it.
+VECTOR_WRITE_ROWS = 256
+
+
 class Batch:
     """Commits of a large sync: see Store.batch."""
 
@@ -424,8 +431,13 @@ class Store:
 
     def writer_connection(self) -> apsw.Connection:
         """Another writing connection to the index, for tables of their own (conversations);
-        SQLite serialises it with the indexer's. Closed with the store."""
+        SQLite serialises it with the indexer's. Closed with the store.
+
+        It waits up to a minute for the write lock, not the indexer's 10 s: one note's write (the
+        chunks of a 5 MB note into FTS5) can take longer than 10 s on a busy Pi, and a chat's
+        message must wait for it, never fail with "database is locked"."""
         conn = self._connect()
+        conn.set_busy_timeout(WRITER_BUSY_TIMEOUT_MS)
         with self._readers_lock:
             self._readers.append(conn)
         return conn
@@ -797,22 +809,34 @@ class Store:
 
     def store_vectors(self, fingerprint: str, vectors: dict[str, bytes]) -> int:
         """Cache vectors by content hash and attach them to every pending chunk with that hash.
-        A chunk deleted or re-chunked meanwhile simply has no pending row any more."""
+        A chunk deleted or re-chunked meanwhile simply has no pending row any more.
+
+        At most VECTOR_WRITE_ROWS chunks per transaction: one text repeated thousands of times
+        (a 5 MB line of one word) held the write lock for seconds, and a chat's write waiting on
+        it failed with "database is locked" on a busy box. A chunk and its vector always go together."""
         attached = 0
-        with self._writing():
-            if self.get_meta("vector_fingerprint") != _space(fingerprint):
-                return 0  # the embedder changed while this batch was embedding
-            for content_hash, vector in vectors.items():
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO embedding_cache(fingerprint, content_hash, vector) VALUES (?, ?, ?)",
-                    (fingerprint, content_hash, vector),
-                )
-                ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE content_hash = ? AND embedded = 0", (content_hash,))]
-                for chunk_id in ids:
-                    self.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
-                    self.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
-                self._vector_change("put", [(chunk_id, vector) for chunk_id in ids])
+        for content_hash, vector in vectors.items():
+            while True:
+                with self._writing():
+                    if self.get_meta("vector_fingerprint") != _space(fingerprint):
+                        return attached  # the embedder changed while this batch was embedding
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO embedding_cache(fingerprint, content_hash, vector) VALUES (?, ?, ?)",
+                        (fingerprint, content_hash, vector),
+                    )
+                    ids = [
+                        r[0]
+                        for r in self.conn.execute(
+                            "SELECT id FROM chunks WHERE content_hash = ? AND embedded = 0 LIMIT ?", (content_hash, VECTOR_WRITE_ROWS)
+                        )
+                    ]
+                    for chunk_id in ids:
+                        self.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
+                        self.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+                    self._vector_change("put", [(chunk_id, vector) for chunk_id in ids])
                 attached += len(ids)
+                if len(ids) < VECTOR_WRITE_ROWS:
+                    break
         return attached
 
     def attach_cached(self, fingerprint: str) -> int:
