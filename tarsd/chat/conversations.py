@@ -118,11 +118,13 @@ class ConversationStore:
         """Persist a message at once (a user's message is never lost to a failing provider)."""
         message.at = message.at or time.time()
         with self.lock, self.conn:
+            # The write comes first: it waits for the write lock. A read first would pin a snapshot,
+            # and a commit by the indexer before the write makes SQLite refuse it at once (BUSY).
+            self.conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (message.at, conversation.id))
             seq = self.conn.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?", (conversation.id,)
             ).fetchall()[0][0]
             self.conn.execute("INSERT INTO messages(conversation_id, seq, body) VALUES (?, ?, ?)", (conversation.id, seq, _encode(message)))
-            self.conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (message.at, conversation.id))
         conversation.messages.append((seq, message))
         conversation.updated_at = message.at
         return seq
