@@ -26,7 +26,7 @@ from . import facts, provenance
 from .atomic import atomic_update, read_text, read_version
 from .config import MemoryConfig
 from .memory_guard import WriteGuard
-from .memory_text import fact_text, section_text
+from .memory_text import UnsafeMemoryText, fact_text, section_text
 from .pending_rules import PendingRules
 from .vault import OutsideVault, owned_file, read_owned
 from .vault_root import make_folders, require_vault
@@ -556,12 +556,8 @@ class MemoryFiles:
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
-class NotTheModels(ValueError):
+class NotTheModels(UnsafeMemoryText):
     """A model asked to remove a line the user wrote; the hint says how the user does it."""
-
-    def __init__(self, message: str, hint: str):
-        super().__init__(message)
-        self.hint = hint
 
 
 def printable(text: str) -> str:
