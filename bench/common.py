@@ -93,8 +93,8 @@ def build_vault(dest: Path, n: int) -> int:
 
 def open_engine(vault: Path, db: Path, embedder: str = "local"):
     """An Engine on vault with its index at db; embedder "local" (the shared model) or "none"."""
-    from tarsd.config import load_config
-    from tarsd.engine import Engine
+    from tarsd.config.settings import load_config
+    from tarsd.search.engine import Engine
 
     model_dir = str(MODEL_DIR) if embedder == "local" else None
     return Engine(load_config(vault_path=str(vault), index_db_path=str(db), embedder_kind=embedder, embedder_model_dir=model_dir))

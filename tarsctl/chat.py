@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .client import Client, RemoteError
-from .protocol import (
+from tarsctl.client import Client, RemoteError
+from tarsctl.protocol import (
     ApplyReview,
     Cancel,
     Chat,

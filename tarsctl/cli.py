@@ -14,9 +14,9 @@ from pathlib import Path
 
 import msgspec
 
-from . import __version__
-from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-from .protocol import (
+from tarsctl import __version__
+from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
+from tarsctl.protocol import (
     Coverage,
     Error,
     Index,
@@ -297,15 +297,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_setup_command(args) -> int:
     if args.command == "doctor":
-        from .doctor import main as run
+        from tarsctl.doctor import main as run
     elif args.command == "service":
-        from .service import main as run
+        from tarsctl.service import main as run
     elif args.command == "mcp":
-        from .mcp import main as run  # the MCP SDK loads only here: other commands start as fast as before
+        from tarsctl.mcp import main as run  # the MCP SDK loads only here: other commands start as fast as before
     elif args.command == "http":
-        from .http_access import main as run
+        from tarsctl.http_access import main as run
     else:
-        from .config_view import main as run
+        from tarsctl.config_view import main as run
     try:
         return run(args)
     except KeyboardInterrupt:
@@ -557,7 +557,7 @@ def _stop(client: Client, args) -> int:
 
 def _chat(client: Client, args) -> int:
     interactive = args.repl or (not args.message and sys.stdin.isatty())
-    from .chat import ChatSession, repl  # the REPL loads only for chat: other commands start faster
+    from tarsctl.chat import ChatSession, repl  # the REPL loads only for chat: other commands start faster
 
     session = ChatSession(client, args.conversation or ("cli" if interactive else "oneshot"), args.provider, args.model)
     if interactive:
@@ -581,7 +581,7 @@ def _interactive() -> bool:
 
 
 def _remember(client: Client, args) -> int:
-    from .chat import remember
+    from tarsctl.chat import remember
 
     mode = "replace" if args.replace else "force" if args.force else ""
     kind = "procedural" if args.procedural else "semantic"
@@ -589,7 +589,7 @@ def _remember(client: Client, args) -> int:
 
 
 def _forget(client: Client, args) -> int:
-    from .chat import forget
+    from tarsctl.chat import forget
 
     kind = "procedural" if args.procedural else "semantic"
     text = " ".join(args.text)
@@ -600,7 +600,7 @@ def _forget(client: Client, args) -> int:
 
 
 def _rules(client: Client, args) -> int:
-    from .chat import rules
+    from tarsctl.chat import rules
 
     if args.action and (args.rule_id is None or args.rule_id < 1):
         print(f"tarsctl: say which rule to {args.action}: its number, as `tarsctl rules` lists it (#N)", file=sys.stderr)
@@ -609,7 +609,7 @@ def _rules(client: Client, args) -> int:
 
 
 def _review(client: Client, args) -> int:
-    from .chat import ChatSession
+    from tarsctl.chat import ChatSession
 
     ChatSession(client, "cli", "", "").review(input)
     return EXIT_OK

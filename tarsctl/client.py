@@ -7,13 +7,13 @@ import os
 import pwd
 import socket
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import msgspec
 
-from . import __version__
-from .protocol import (
+from tarsctl import __version__
+from tarsctl.protocol import (
     FINAL_REPLIES,
     HEADER,
     MAX_REPLY_BYTES,
@@ -27,7 +27,6 @@ from .protocol import (
     frame,
     server_decoder,
 )
-
 
 CONNECT_RETRY_SECONDS = 2.0
 

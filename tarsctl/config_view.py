@@ -1,5 +1,5 @@
 """`tarsctl config path | show`: where the config file is, and every effective value with where it
-came from (default, file, environment). Reads the config the way tarsd does (tarsd/config_sources.py);
+came from (default, file, environment). Reads the config the way tarsd does (tarsd/config/sources.py);
 a tarsd answering on the socket is asked what it serves, so a shell with no vault of its own (the demo's
 second shell) shows the running one's. cli.py imports this module for the config command only.
 """
@@ -10,15 +10,15 @@ import json
 import sys
 from pathlib import Path
 
-from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-from .protocol import Status, StatusReply
+from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
+from tarsctl.protocol import Status, StatusReply
 
 EXIT_OK, EXIT_FAILED = 0, 1
 ASK_TIMEOUT = 5.0
 
 
 def main(args) -> int:
-    from tarsd.config import ConfigError, config_file_path
+    from tarsd.config.settings import ConfigError, config_file_path
 
     if args.config_command == "path":
         path = config_file_path()
@@ -26,7 +26,7 @@ def main(args) -> int:
         if not path.exists():
             print("(no file there yet: every key has a default; tarsctl config show lists them)", file=sys.stderr)
         return EXIT_OK
-    from tarsd.config_sources import config_sources
+    from tarsd.config.sources import config_sources
 
     try:
         sources = config_sources()
@@ -55,7 +55,7 @@ def main(args) -> int:
 
 
 def _derived(config, socket: Path | None) -> dict[str, str]:
-    from tarsd.config import ConfigError
+    from tarsd.config.settings import ConfigError
 
     socket = socket or config.socket_path
     served = _served(socket)

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import __version__
-from .protocol import SUN_PATH_MAX, default_socket_path, socket_dir_problem
+from tarsctl import __version__
+from tarsctl.protocol import SUN_PATH_MAX, default_socket_path, socket_dir_problem
 
 EXIT_OK, EXIT_PROBLEM = 0, 1
 HTTP_TIMEOUT = 5.0
@@ -39,7 +39,7 @@ class Check:
 class Doctor:
     def __init__(self, socket: Path | None = None):
         self.socket_override = socket
-        self.config = None  # tarsd.config.Config once loaded
+        self.config = None  # tarsd.config.settings.Config once loaded
         self.vault_source = ""  # set when the vault comes from the service file or the running tarsd, not the config
         self.checks: list[Check] = []
         self._served = None  # the running tarsd's StatusReply, asked once
@@ -89,7 +89,7 @@ class Doctor:
         except apsw.Error as exc:
             self.add("sqlite", "problem", f"SQLite {apsw.sqlite_lib_version()} has no FTS5 ({exc})", reinstall)
             return
-        from tarsd.store import StoreError, load_vec_extension
+        from tarsd.store.database import StoreError, load_vec_extension
 
         try:
             vec = load_vec_extension(connection)
@@ -101,8 +101,8 @@ class Doctor:
         self.add("sqlite", "ok", f"SQLite {apsw.sqlite_lib_version()} with FTS5; sqlite-vec {vec} loads through apsw {apsw.apsw_version()}")
 
     def load_config(self) -> None:
-        from tarsd.config import ConfigError, config_file_path
-        from tarsd.config_sources import config_sources
+        from tarsd.config.settings import ConfigError, config_file_path
+        from tarsd.config.sources import config_sources
 
         try:
             sources = config_sources()
@@ -122,9 +122,8 @@ class Doctor:
 
     def _vault_from_service(self) -> None:
         """`tarsctl service install --vault X` puts the vault in the service file only: check that one."""
-        from tarsd.config import load_config
-
-        from .service import ServiceError, installed_vault
+        from tarsctl.service import ServiceError, installed_vault
+        from tarsd.config.settings import load_config
 
         try:
             vault = installed_vault()
@@ -137,7 +136,7 @@ class Doctor:
     def _vault_from_daemon(self) -> None:
         """A shell with no vault of its own beside a running `tarsd --vault X` (the demo's second
         shell): what matters is what that tarsd serves, so judge its vault and database."""
-        from tarsd.config import load_config
+        from tarsd.config.settings import load_config
 
         served = self.served()
         if served is not None and served.vault:
@@ -145,7 +144,7 @@ class Doctor:
             self.vault_source = "the running tarsd"
 
     def vault(self) -> None:
-        from tarsd.config import ConfigError
+        from tarsd.config.settings import ConfigError
 
         if self.config is None:
             self.add("vault", "problem", "unknown: the config could not be read", "fix the config first")
@@ -190,7 +189,7 @@ class Doctor:
         if self.vault_source:
             summary += f" (named by {self.vault_source})"
         if sys.platform == "darwin":
-            from .service import find_tarsd, full_disk_access_hint
+            from tarsctl.service import find_tarsd, full_disk_access_hint
 
             tarsd = find_tarsd()
             hint = full_disk_access_hint(vault, tarsd) if tarsd else None
@@ -200,7 +199,7 @@ class Doctor:
         self.add("vault", "ok", summary)
 
     def database(self) -> None:
-        from tarsd.config import ConfigError
+        from tarsd.config.settings import ConfigError
 
         if self.config is None:
             return
@@ -316,8 +315,8 @@ class Doctor:
     def served(self):
         """The running tarsd's status reply (asked once), or None when it does not answer; the
         daemon check says why."""
-        from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-        from .protocol import Status
+        from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
+        from tarsctl.protocol import Status
 
         if not self._asked:
             self._asked = True
@@ -329,7 +328,7 @@ class Doctor:
         return self._served
 
     def daemon(self) -> None:
-        from .client import DaemonNotRunning, PermissionDenied
+        from tarsctl.client import DaemonNotRunning, PermissionDenied
 
         path = self.socket_path()
         reply = self.served()
@@ -366,11 +365,10 @@ class Doctor:
         """Only when [http] enabled: the token file, and whether tarsd listens."""
         if self.config is None or not self.config.http.enabled:
             return
-        from tarsd.config import config_file_path
-        from tarsd.http_token import TokenError, read_token, token_path
-
-        from .client import Client
-        from .protocol import Status
+        from tarsctl.client import Client
+        from tarsctl.protocol import Status
+        from tarsd.config.settings import config_file_path
+        from tarsd.serve.http_token import TokenError, read_token, token_path
 
         path = token_path(self.config.http.token_file, config_file_path())
         try:
@@ -398,7 +396,7 @@ class Doctor:
             self.add("http", "ok", f"listening on {listener.url}; `tarsctl http url` opens the page")
 
     def service(self) -> None:
-        from .service import ServiceError, inspect, linger_enabled, linger_hint
+        from tarsctl.service import ServiceError, inspect, linger_enabled, linger_hint
 
         try:
             state = inspect()

@@ -14,8 +14,8 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def main(args) -> int:
-    from tarsd.config import ConfigError, config_file_path, load_config
-    from tarsd.http_token import TokenError, ensure_token, rotate_token, token_path
+    from tarsd.config.settings import ConfigError, config_file_path, load_config
+    from tarsd.serve.http_token import TokenError, ensure_token, rotate_token, token_path
 
     try:
         config = load_config()
@@ -53,8 +53,8 @@ def listening_url(socket: Path | None) -> tuple[str, str]:
     """(the page's address, "") from tarsd's own status: the port it really listens on; else
     ("", why not). Never the configured address on trust: when tarsd is not listening there,
     another program may be, and opening the address would give it the token."""
-    from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-    from .protocol import Status
+    from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
+    from tarsctl.protocol import Status
 
     try:
         with Client(socket, timeout=5) as client:

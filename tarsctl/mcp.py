@@ -15,7 +15,7 @@ Layout, top to bottom:
 - build_server(send): the SDK server (tools, resources, instructions) around them.
 - SocketSender and serve_stdio: the stdio transport, talking to tarsd over its Unix socket.
 
-The other transport, MCP's streamable HTTP inside tarsd (tarsd/mcp_http.py), shares all of it
+The other transport, MCP's streamable HTTP inside tarsd (tarsd/serve/mcp_http.py), shares all of it
 through one seam:
 
     Send = Callable[[Message], Awaitable[Message]]
@@ -50,9 +50,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
-from . import __version__
-from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-from .protocol import (
+from tarsctl import __version__
+from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
+from tarsctl.protocol import (
     Coverage,
     Error,
     Forget,

@@ -163,7 +163,7 @@ class Forget(Message, tag="forget"):
 
 class ReadNote(Message, tag="read_note"):
     """A note's lines: whole, a range (1-based, inclusive) or the section under a heading. Only
-    real markdown files inside the vault are read (tarsd/notes.py); the reply is bounded by max_chars."""
+    real markdown files inside the vault are read (tarsd/vault/notes.py); the reply is bounded by max_chars."""
 
     id: int = 0
     path: VaultPath = ""  # relative to the vault (as search hits give it), or absolute

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .service_files import (
+from tarsctl.service_files import (
     LABEL,
     UNIT_NAME,
     ServiceError,
@@ -198,7 +198,7 @@ def main(args) -> int:
 
 
 def install(args) -> int:
-    from tarsd.config import ConfigError, load_config
+    from tarsd.config.settings import ConfigError, load_config
 
     kind = manager()
     try:
@@ -309,7 +309,7 @@ def _install_notes(kind: str, config, vault: Path, tarsd: Path, socket: Path | N
         if any(path.is_relative_to(tmp) for tmp in _PRIVATE_TMP):
             notes.append(f"{what} ({path}) is under /tmp, but the service has a private /tmp (PrivateTmp=yes) and will not see it: move it")
     if socket is None and not os.environ.get("XDG_RUNTIME_DIR"):
-        from .protocol import default_socket_path
+        from tarsctl.protocol import default_socket_path
 
         notes.append(
             f"this shell has no XDG_RUNTIME_DIR, so tarsctl looks for tarsd at {default_socket_path()} while the service uses "
@@ -355,8 +355,8 @@ def _manager_unreachable_hint(kind: str, path: Path) -> str:
 
 
 def _wait_for_answer(socket: Path, seconds: float) -> str | None:
-    from .client import Client, DaemonNotRunning, ProtocolError, RemoteError
-    from .protocol import Ping
+    from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
+    from tarsctl.protocol import Ping
 
     deadline = time.monotonic() + seconds
     while True:
@@ -385,12 +385,12 @@ def status(args) -> int:
     print(f"manager     {enabled}; {running}")
     if state.manager == "systemd" and not linger_enabled():
         print("note        {}; {}".format(*linger_hint()))
-    from tarsd.config import ConfigError, load_config
+    from tarsd.config.settings import ConfigError, load_config
 
     try:
         socket = Path(args.socket) if args.socket else load_config().socket_path
     except ConfigError:
-        from .protocol import default_socket_path
+        from tarsctl.protocol import default_socket_path
 
         socket = default_socket_path()
     answer = _wait_for_answer(socket, 0)

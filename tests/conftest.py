@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tarsd.config import load_config
-from tarsd.embed import WordPieceCounter
-from tarsd.engine import Engine
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TARS_SHARED", REPO.parent / "shared"))
-MODEL_DIR = Path(os.environ.get("TARS_MODEL_DIR", SHARED / "models" / "all-MiniLM-L6-v2-int8"))
-DENDRON = SHARED / "data" / "vaults" / "dendron-site"
+from harness.paths import MODEL_DIR
+from tarsd.config.settings import load_config
+from tarsd.embed.embedder import WordPieceCounter
+from tarsd.search.engine import Engine
 
 
 @pytest.fixture(autouse=True)
@@ -48,14 +40,6 @@ def vault(tmp_path: Path) -> Path:
     return path
 
 
-def write(vault: Path, rel: str, text: str) -> Path:
-    """Write a note (dedented), creating folders; returns its path."""
-    path = vault / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def make_engine(tmp_path: Path, vault: Path, model_dir: Path):
     """Build an Engine on the temp vault; every engine made is closed at teardown."""
@@ -82,7 +66,7 @@ def make_engine(tmp_path: Path, vault: Path, model_dir: Path):
 
 @pytest.fixture
 def fake_ollama():
-    from fake_llm import FakeOllama
+    from harness.fake_llm import FakeOllama
 
     with FakeOllama() as server:
         yield server
@@ -90,7 +74,7 @@ def fake_ollama():
 
 @pytest.fixture
 def fake_anthropic():
-    from fake_llm import FakeAnthropic
+    from harness.fake_llm import FakeAnthropic
 
     with FakeAnthropic() as server:
         yield server
@@ -99,7 +83,7 @@ def fake_anthropic():
 @pytest.fixture
 def start_daemon(tmp_path: Path, vault: Path, model_dir: Path):
     """Start real tarsd subprocesses on the temp vault; all are killed at teardown."""
-    from daemon_harness import TarsDaemon
+    from harness.daemon import TarsDaemon
 
     started: list[TarsDaemon] = []
 
@@ -119,7 +103,7 @@ def start_daemon(tmp_path: Path, vault: Path, model_dir: Path):
 def http_daemon(start_daemon, fake_ollama):
     """Start a real tarsd with its HTTP listener on (a free port) and chat through the fake Ollama;
     returns a web_harness.Web for it."""
-    from web_harness import Web
+    from harness.web import Web
 
     def factory(**extra_env: str):
         env = {
@@ -132,34 +116,3 @@ def http_daemon(start_daemon, fake_ollama):
         return Web(start_daemon(**env))
 
     return factory
-
-
-@contextlib.contextmanager
-def tmpfs(mount_point: Path, size: str = "4m"):
-    """A small tmpfs mounted at ``mount_point``: a real "disk full" that a test can fill and free."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root): the disk-full behaviour is not tested here")
-    mount_point.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)], capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}): the disk-full behaviour is not tested here")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system holding ``directory`` to the last byte; returns the filler file."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 16, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
-    return filler

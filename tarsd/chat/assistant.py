@@ -11,18 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..config import Config
-from ..engine import Engine
-from ..memory import Forgotten, MemoryFiles, Remembered, atomic_update, memory_lines, printable
-from ..memory_vectors import LineVectors
-from ..pending_rules import PendingRule, PendingRules
-from ..vault import OutsideVault, owned_file
-from ..vault_root import make_folders
-from . import prompts
-from .conversations import ChatMessage, Conversation, ConversationStore, ToolCall
-from .providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
-from .recall import MemoryRecall, Recall
-from .tools import SPECS, Tools
+from tarsd.chat import prompts
+from tarsd.chat.conversations import ChatMessage, Conversation, ConversationStore, ToolCall
+from tarsd.chat.providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
+from tarsd.chat.recall import MemoryRecall, Recall
+from tarsd.chat.tools import SPECS, Tools
+from tarsd.config.settings import Config
+from tarsd.memory.files import Forgotten, MemoryFiles, Remembered, atomic_update, printable
+from tarsd.memory.lines import memory_lines
+from tarsd.memory.pending_rules import PendingRule, PendingRules
+from tarsd.memory.vectors import LineVectors
+from tarsd.search.engine import Engine
+from tarsd.vault.files import OutsideVault, owned_file
+from tarsd.vault.root import make_folders
 
 log = logging.getLogger(__name__)
 

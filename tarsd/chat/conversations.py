@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ..store import Store
+from tarsd.store.database import Store
 
 
 class ToolCall(msgspec.Struct):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import re
 
-from .. import provenance
+from tarsd.memory import provenance
 
 IDENTITY = """You are tars, a personal assistant for one user. Be concise and direct.
 You can call tools: memory_search finds notes, session logs and remembered facts in the
@@ -58,7 +58,7 @@ NOTED = "(noted during a conversation"
 
 
 def mark_model_lines(text: str) -> str:
-    """Memory.md for the prompt: each line the model stored (tarsd/provenance.py, by:model) has
+    """Memory.md for the prompt: each line the model stored (tarsd/memory/provenance.py, by:model) has
     its stamp replaced by a visible "(noted during a conversation: chat ID, DATE)"."""
     lines = text.split("\n")
     for index, line in enumerate(lines):

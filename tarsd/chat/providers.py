@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-
-from ..config import ChatConfig
-from .conversations import ChatMessage, ToolCall
+from tarsd.chat.conversations import ChatMessage, ToolCall
+from tarsd.config.settings import ChatConfig
 
 
 @dataclass(frozen=True, slots=True)

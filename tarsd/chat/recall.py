@@ -8,7 +8,7 @@ the message ([memory] recall_sections of them); the prompt names the sections le
 says they can be searched with memory_search.
 
 A section's relevance is that of its best line (or its heading) to the message: the cosine
-from the memory line vectors, which the index keeps by content hash (tarsd/memory_vectors.py),
+from the memory line vectors, which the index keeps by content hash (tarsd/memory/vectors.py),
 when the model is loaded, and keyword overlap weighted by how rare each word is in the file.
 Without the model, keywords alone decide.
 """
@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..config import MemoryConfig
-from ..facts import STOPWORDS, features
+from tarsd.config.settings import MemoryConfig
+from tarsd.memory.facts import STOPWORDS, features
 
 WHOLE, SELECTIVE = "whole", "selective"
 # Sections scoring below this are not relevant to the message.

@@ -8,14 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tarsctl.protocol import parse_when
-
-from ..memory import MemoryFiles, Remembered
-from ..notes import NoteError, read_lines
-from ..search import MODES, Searcher
-from ..store import Filter
-from ..tags import normalise as normalise_tag
-from . import prompts
-from .conversations import ToolCall
+from tarsd.chat import prompts
+from tarsd.chat.conversations import ToolCall
+from tarsd.markdown.tags import normalise as normalise_tag
+from tarsd.memory.files import MemoryFiles, Remembered
+from tarsd.search.searcher import MODES, Searcher
+from tarsd.store.database import Filter
+from tarsd.vault.notes import NoteError, read_lines
 
 MAX_NOTE_CHARS = 20_000
 

@@ -1,0 +1,275 @@
+"""One typed config object: defaults, then a TOML file, then TARS_* environment overrides.
+
+Every setting has a documented default so tars runs with no config file at all.
+Environment variables are named ``TARS_<SECTION>_<KEY>`` (``TARS_EMBEDDER_MODEL_DIR``);
+a few common ones also have short aliases (``TARS_VAULT``, ``TARS_DB``, ``TARS_MODEL_DIR``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import platformdirs
+
+APP_NAME = "tars"
+
+SHORT_ENV_ALIASES = {
+    "TARS_VAULT": ("vault", "path"),
+    "TARS_DB": ("index", "db_path"),
+    "TARS_MODEL_DIR": ("embedder", "model_dir"),
+    "TARS_EMBEDDER": ("embedder", "kind"),
+    "TARS_OLLAMA_HOST": ("embedder", "ollama_host"),
+    "TARS_SOCKET": ("daemon", "socket"),
+}
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says which setting and why."""
+
+
+def default_anthropic_key_file() -> str:
+    return str(Path(platformdirs.user_config_dir(APP_NAME)) / "anthropic_key")
+
+
+class VaultConfig(msgspec.Struct, forbid_unknown_fields=True):
+    path: str = ""
+    # Memory type comes from the path: an exact file name or a folder prefix ending in "/".
+    semantic: list[str] = msgspec.field(default_factory=lambda: ["Memory.md"])
+    procedural: list[str] = msgspec.field(default_factory=lambda: ["Procedural.md", "procedural/"])
+    episodic: list[str] = msgspec.field(default_factory=lambda: ["sessions/"])
+    # Larger files are recorded as skipped instead of indexed.
+    max_file_mb: float = 10.0
+
+
+class IndexConfig(msgspec.Struct, forbid_unknown_fields=True):
+    # Empty means the platform data directory, one database per vault.
+    db_path: str = ""
+    # Fraction of a chunk repeated at the start of the next one.
+    overlap: float = 0.10
+    # Chunk size target in tokens; 0 means "as large as the embedder accepts".
+    chunk_tokens: int = 0
+
+
+class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
+    kind: Literal["local", "ollama", "none"] = "local"
+    # local: a fastembed model name; ollama: an Ollama model tag.
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    # local: a directory holding model.onnx + tokenizer files (skips the download).
+    model_dir: str = ""
+    ollama_host: str = "http://127.0.0.1:11434"
+    # Token limit for models whose tokenizer tars cannot read (Ollama).
+    max_tokens: int = 0
+    # Texts per model call. Measured on a 2-core x86 box with the int8 MiniLM, batch 1 was fastest
+    # (padding costs more than per-call overhead saves); bench/index_cost.py prints the figures.
+    batch_size: int = 1
+    threads: int = 0
+    # After a failed load (no model, no network, Ollama down) the next attempt waits this long,
+    # doubling each time up to retry_max_seconds. `tarsctl index` and SIGHUP retry at once.
+    retry_seconds: float = 60.0
+    retry_max_seconds: float = 3600.0
+
+
+class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
+    # Empty means $XDG_RUNTIME_DIR/tars/tarsd.sock (Linux) or /tmp/tars-UID/tarsd.sock.
+    socket: str = ""
+    # Quiet time after the last change to a file before it is re-indexed.
+    debounce_ms: int = 200
+    # Full reconcile scan against the real tree (watch events are only hints).
+    reconcile_minutes: float = 10.0
+    # Seconds between checks that the file watcher is still alive and the vault folder still
+    # there (a stat and a look at a few threads; a watcher thread that dies is replaced at once).
+    watcher_check_seconds: float = 1.0
+    # A search first finishes the saves already queued (so an editor hook that saves, then
+    # searches, sees its own save), waiting at most this long.
+    settle_ms: int = 1000
+    # After a failed sync (disk full, database locked) the work is retried after this long,
+    # doubling up to retry_max_seconds.
+    retry_seconds: float = 2.0
+    retry_max_seconds: float = 60.0
+    # Connections: at most this many at once (fewer when file descriptors are short); a client
+    # must say hello within hello_timeout_seconds, and one silent for idle_timeout_seconds is closed.
+    max_connections: int = 256
+    hello_timeout_seconds: float = 5.0
+    idle_timeout_seconds: float = 600.0
+    log_level: str = "info"
+
+
+class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """Where the memory files live, relative to the vault."""
+
+    semantic_file: str = "Memory.md"
+    procedural_file: str = "Procedural.md"
+    sessions_dir: str = "sessions"
+    corrections_file: str = "corrections.md"
+    rewards_file: str = "rewards.md"
+    # Memory.md goes into every prompt whole up to this size (the design's guideline). Above
+    # it, selective recall: the core section (and what precedes the first heading) plus the
+    # recall_sections sections most relevant to the message; the rest is left to memory_search.
+    prompt_lines: int = 100
+    prompt_tokens: int = 1000
+    core_section: str = "Core"
+    recall_sections: int = 3
+    # Status warns when the part that is in every prompt (the whole file, or the core) passes these.
+    warn_lines: int = 100
+    warn_tokens: int = 1000
+
+
+class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
+    provider: Literal["ollama", "anthropic"] = "ollama"
+    ollama_host: str = "http://127.0.0.1:11434"
+    ollama_model: str = "llama3.2"
+    anthropic_model: str = "claude-sonnet-4-5"
+    anthropic_base_url: str = ""  # empty: the SDK's default
+    # The API key comes from ANTHROPIC_API_KEY, else from this file (first line). By default
+    # anthropic_key in the config folder, which follows XDG_CONFIG_HOME as the config file does.
+    anthropic_key_file: str = msgspec.field(default_factory=default_anthropic_key_file)
+    max_tokens: int = 2048
+    max_tool_rounds: int = 5
+    request_timeout: float = 120.0
+    # Retries for connection errors, 429 and 5xx (the SDK's own back-off).
+    max_retries: int = 2
+    # Relevant context searched for with the opening message.
+    context_results: int = 5
+    context_min_score: float = 0.25
+    # Compact a conversation when its messages pass this many characters, keeping the last few.
+    compact_chars: int = 24_000
+    keep_recent: int = 6
+    # Conversations idle this long get a session log from the scheduled snapshot.
+    idle_minutes: float = 30.0
+    snapshot_minutes: float = 5.0
+
+
+class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """The optional HTTP API and web page (tarsd/serve/http.py). Off unless enabled: the daemon then
+    never imports the web framework."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8277  # T-A-R-S on a phone keypad
+    # Listening on any address but loopback (a Pi serving a phone on the LAN) also needs lan = true:
+    # plain HTTP carries the token and your notes in clear text (README: reverse proxy or Tailscale).
+    lan: bool = False
+    # Host names (and IP addresses) the listener answers to besides localhost, 127.0.0.1 and [::1]
+    # with its port: the Pi's LAN name or address, a reverse proxy's or Tailscale's name. Any other
+    # Host header is refused (DNS rebinding).
+    hostnames: list[str] = msgspec.field(default_factory=list)
+    # Origins a browser may call from besides those of the accepted hosts, e.g. "https://tars.example.org".
+    origins: list[str] = msgspec.field(default_factory=list)
+    # The bearer token's file; empty: http_token beside the config file. Made (mode 0600) on first start.
+    token_file: str = ""
+    # Failed authentications per client address: a burst of this many, then one per second; past
+    # that, 429 with Retry-After.
+    auth_failures_burst: int = 5
+    auth_failures_per_second: float = 1.0
+    # Open connections: at most this many from one client (every loopback address is one client)
+    # and in all (fewer when file descriptors are short). At a cap, the connection idle longest
+    # (no request in progress) is closed to make room; when none is idle, the new one is.
+    max_connections_per_client: int = 32
+    max_connections: int = 128
+    # A request's headers must arrive within header_timeout_seconds of its first byte (of the
+    # connection, for the first request), its body within body_timeout_seconds after them;
+    # otherwise the connection is closed.
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
+    # MCP over streamable HTTP at /mcp (the tools of `tarsctl mcp`), behind the same token.
+    mcp: bool = True
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True):
+    vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
+    index: IndexConfig = msgspec.field(default_factory=IndexConfig)
+    embedder: EmbedderConfig = msgspec.field(default_factory=EmbedderConfig)
+    daemon: DaemonConfig = msgspec.field(default_factory=DaemonConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
+    chat: ChatConfig = msgspec.field(default_factory=ChatConfig)
+    http: HttpConfig = msgspec.field(default_factory=HttpConfig)
+
+    @property
+    def vault_path(self) -> Path:
+        if not self.vault.path:
+            raise ConfigError("no vault configured: pass --vault PATH, set TARS_VAULT, or set [vault] path in the config file")
+        return Path(self.vault.path).expanduser().resolve()
+
+    @property
+    def socket_path(self) -> Path:
+        from tarsctl.protocol import default_socket_path
+
+        return Path(self.daemon.socket).expanduser() if self.daemon.socket else default_socket_path()
+
+    @property
+    def db_path(self) -> Path:
+        if self.index.db_path:
+            return Path(self.index.db_path).expanduser().resolve()
+        return default_db_path(self.vault_path)
+
+
+SECTIONS = {
+    "vault": VaultConfig,
+    "index": IndexConfig,
+    "embedder": EmbedderConfig,
+    "daemon": DaemonConfig,
+    "memory": MemoryConfig,
+    "chat": ChatConfig,
+    "http": HttpConfig,
+}
+
+
+def default_config_file() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def config_file_path(path: Path | None = None, env: dict[str, str] | None = None) -> Path:
+    """The config file in use: ``--config``, else ``TARS_CONFIG``, else the platform default."""
+    env = os.environ if env is None else env
+    return Path(path or env.get("TARS_CONFIG") or default_config_file()).expanduser()
+
+
+def default_db_path(vault: Path) -> Path:
+    """One database per vault, named after the vault and a hash of its full path."""
+    digest = hashlib.sha256(str(vault).encode()).hexdigest()[:12]
+    return Path(platformdirs.user_data_dir(APP_NAME)) / f"{vault.name or 'vault'}-{digest}.sqlite3"
+
+
+def load_config(path: Path | None = None, env: dict[str, str] | None = None, **overrides: object) -> Config:
+    """Build the config from defaults, the TOML file, the environment, then explicit overrides.
+
+    ``overrides`` use ``section_key`` names, e.g. ``vault_path="/x"``; None values are ignored.
+    """
+    env = os.environ if env is None else env
+    data: dict[str, dict[str, object]] = {}
+    explicit = path is not None or "TARS_CONFIG" in env
+    file = config_file_path(path, env)
+    if file.exists():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc}") from exc
+    elif explicit:
+        raise ConfigError(f"config file {file} does not exist")
+
+    for section, struct in SECTIONS.items():
+        for field in msgspec.structs.fields(struct):
+            value = env.get(f"TARS_{section}_{field.name}".upper())
+            if value is not None:
+                # A list from the environment is comma-separated: TARS_HTTP_HOSTNAMES=pi.local,192.168.1.20
+                listed = getattr(field.type, "__origin__", None) is list
+                data.setdefault(section, {})[field.name] = [v.strip() for v in value.split(",") if v.strip()] if listed else value
+    for name, (section, field) in SHORT_ENV_ALIASES.items():
+        if name in env:
+            data.setdefault(section, {})[field] = env[name]
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        section, _, field = key.partition("_")  # sections have no underscore in their names
+        data.setdefault(section, {})[field] = str(value) if isinstance(value, Path) else value
+
+    try:
+        # strict=False lets environment strings become numbers and booleans.
+        return msgspec.convert(data, Config, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid configuration ({file} and TARS_* variables): {exc}") from exc

@@ -1,0 +1,374 @@
+"""tarsd: run the daemon in the foreground (launchd and systemd supervise it; it never forks).
+
+Start-up order: signal handlers (the very first thing), config, one-daemon-per-vault lock,
+database, socket, watcher, the HTTP listener (when [http] enabled), then READY=1 to systemd.
+Nothing waits for the first reconcile or the embedding model: both run in the background
+while tarsd already answers (search replies say how complete the index is). SIGTERM or
+SIGINT (or `tarsctl stop`) stops within a few seconds at any moment: the HTTP listener
+closes first (chats streaming over it end cancelled, other open requests are cut after
+2 s), the file being written finishes or rolls back, the socket is removed and tarsd exits
+0. SIGHUP retries the embedding model at once and rescans the vault.
+
+Only the standard library is imported at module level, so the signal handlers are in place
+before the heavy imports (numpy, onnxruntime, apsw) start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tarsctl.protocol import Coverage
+    from tarsd.chat.assistant import Assistant
+    from tarsd.config.settings import Config
+    from tarsd.index.sync_queue import SyncQueue
+    from tarsd.index.watcher import VaultWatcher
+    from tarsd.search.engine import Engine
+    from tarsd.serve.http import HttpDoor
+
+log = logging.getLogger("tarsd")
+
+EXIT_CONFIG = 2
+EXIT_ALREADY_RUNNING = 3
+EXIT_FAILED = 1
+# How long a stop waits for the indexing workers to reach a safe point before exiting anyway
+# (an unfinished transaction is rolled back by SQLite); the whole stop stays under 5 s.
+STOP_GRACE_SECONDS = 2.5
+THREAD_GRACE_SECONDS = 0.5
+LEFTOVER_TASKS_SECONDS = 1.0  # for the tasks still running after the daemon stopped to end, once cancelled
+
+# A signal that arrived before the event loop took the signals over.
+_early_stop: str | None = None
+
+
+def _note_early_signal(signum: int, _frame: object) -> None:
+    global _early_stop
+    _early_stop = signal.Signals(signum).name
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+def acquire_lock(lock_path: Path, vault: Path) -> int:
+    """An flock held for the daemon's lifetime; the kernel drops it even after kill -9."""
+    from tarsd.store.database import StoreError, explain
+
+    try:
+        lock_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot create the lock file {lock_path}: {explain(exc, lock_path)}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise AlreadyRunning(
+            f"another tarsd (pid {holder}) is already serving the vault {vault}; stop it with `tarsctl stop` first"
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError:
+        pass  # the pid is only for the "already running" message; a full disk must not stop tarsd here
+    return fd
+
+
+class Daemon:
+    def __init__(self, config: Config, config_file: Path | None = None):
+        from tarsd.config.settings import config_file_path
+        from tarsd.daemon.notify import SystemdNotifier
+
+        self.config = config
+        self.config_file = config_file_path(config_file)  # the HTTP token lives beside it
+        self.vault = config.vault_path
+        self.started_at = time.time()
+        self.notifier = SystemdNotifier()
+        self._stop = asyncio.Event()
+        self.engine: Engine
+        self.queue: SyncQueue
+        self.watcher: VaultWatcher
+        self.assistant: Assistant
+        self.http: HttpDoor | None = None
+        self.http_error = ""  # why the enabled HTTP listener is not listening
+
+    def request_stop(self, why: str) -> None:
+        if not self._stop.is_set():
+            log.info("stopping: %s", why)
+        self._stop.set()
+
+    def retry(self) -> None:
+        """SIGHUP: try the embedding model again now, and rescan the vault."""
+        log.info("SIGHUP: retrying the embedder and rescanning the vault")
+        self.engine.embedder.retry_now()
+        self.queue.request_reconcile()
+
+    async def run(self) -> None:
+        from tarsd.chat.assistant import Assistant
+        from tarsd.daemon.scheduler import start_scheduler
+        from tarsd.index.sync_queue import SyncQueue
+        from tarsd.index.watcher import VaultWatcher
+        from tarsd.search.engine import Engine
+        from tarsd.serve.socket_server import Server
+        from tarsd.vault.files import remove_litter
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+        from tarsd.serve.socket_server import AcceptErrorFilter, raise_fd_limit
+
+        loop.set_exception_handler(AcceptErrorFilter())
+        raise_fd_limit()
+        if _early_stop is not None:
+            self.request_stop(f"{_early_stop} during start-up")
+            return
+        lock_fd = acquire_lock(self.config.db_path.with_suffix(".lock"), self.vault)
+        socket_path = self.config.socket_path
+        server = scheduler = supervisor = None
+        workers: list[asyncio.Task] = []
+        try:
+            self.engine = await asyncio.to_thread(Engine, self.config)  # the model loads in the background
+            if self._stop.is_set():
+                return
+            daemon = self.config.daemon
+            self.queue = SyncQueue(self.engine.indexer, daemon.debounce_ms / 1000, daemon.retry_seconds, daemon.retry_max_seconds)
+            self.assistant = Assistant(
+                self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop), reindex_soon=self.queue.touch_now
+            )
+            self.watcher = VaultWatcher(self.vault, self._path_changed, self.queue.request_reconcile)
+            loop.add_signal_handler(signal.SIGHUP, self.retry)
+
+            litter = asyncio.create_task(asyncio.to_thread(remove_litter, self.vault, self.started_at))
+            litter.add_done_callback(_log_litter)
+            server = Server(self)
+            await server.start(socket_path)
+            # Watch first, then reconcile: nothing changed in between can be missed.
+            self.watcher.start()
+            self.queue.request_reconcile()
+            workers = [
+                asyncio.create_task(self.queue.run(), name="keyword-worker"),
+                asyncio.create_task(self.queue.run_vectors(), name="vector-worker"),
+            ]
+            # Restarts a deaf watcher and follows the vault folder going away and coming back.
+            supervisor = asyncio.create_task(self.watcher.supervise(daemon.watcher_check_seconds), name="watcher-supervisor")
+            scheduler = start_scheduler(self.config, self.queue, self.assistant)
+            if self.config.http.enabled:
+                await self._start_http(server)
+            log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
+            # Ready means "answers": the first scan and the model continue in the background,
+            # and every search reply says how complete the index is.
+            self.notifier.send("READY=1", f"STATUS=serving {self.vault}")
+            pinger = asyncio.create_task(self._report_to_systemd())
+            await self._stop.wait()
+            pinger.cancel()
+        finally:
+            self.notifier.send("STOPPING=1")
+            if scheduler is not None:
+                scheduler.shutdown(wait=False)
+            if supervisor is not None:
+                supervisor.cancel()
+            if getattr(self, "watcher", None) is not None:
+                self.watcher.stop()
+            if self.http is not None:
+                await self.http.close()  # before the socket server: its requests run through the socket's dispatcher
+            if server is not None:
+                await server.close()
+                socket_path.unlink(missing_ok=True)
+            if getattr(self, "assistant", None) is not None:
+                self.assistant.close()
+            stopped = await self._stop_workers(workers)
+            if stopped and getattr(self, "engine", None) is not None:
+                self.engine.close()
+            elif not stopped:
+                log.warning("an indexing step was still running; its unfinished transaction is rolled back")
+            os.close(lock_fd)
+        log.info("stopped")
+
+    async def _start_http(self, server) -> None:
+        """The HTTP listener; its web framework is imported here, only when enabled. A listener that
+        cannot start (a taken port, a bad token file) is logged and shown in status: the socket,
+        the index and the chat go on without it."""
+        from tarsd.serve.http_token import token_path
+
+        try:
+            from tarsd.serve.http import HttpDoor, HttpStartError
+        except ImportError as exc:
+            self.http_error = f"the HTTP listener needs FastAPI and uvicorn ({exc}): reinstall tars (uv tool install --reinstall .)"
+            log.error("HTTP listener not started: %s", self.http_error)
+            return
+        # Other apps served on the listener behind the same checks and token: MCP over streamable HTTP.
+        mounts: list = []
+        if self.config.http.mcp:
+            from tarsd.serve.mcp_http import mcp_mount
+
+            mounts.append(mcp_mount)
+        door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file), mounts)
+        try:
+            await door.start()
+        except HttpStartError as exc:
+            self.http_error = str(exc)
+            log.error("HTTP listener not started: %s", exc)
+            return
+        self.http = door
+
+    def http_status(self):
+        from tarsctl.protocol import HttpStatus
+
+        if self.http is not None:
+            return self.http.describe()
+        return HttpStatus(enabled=self.config.http.enabled, error=self.http_error)
+
+    async def _stop_workers(self, workers: list[asyncio.Task]) -> bool:
+        """True when both workers reached a safe point within the grace period."""
+        if getattr(self, "queue", None) is None:
+            return True
+        await self.queue.stop()
+        if not workers:
+            return True
+        _, unfinished = await asyncio.wait(workers, timeout=STOP_GRACE_SECONDS)
+        for task in unfinished:
+            task.cancel()
+        return not unfinished and not self.queue.busy
+
+    def _path_changed(self, rel: str) -> None:
+        """A watcher event (the observer's thread): index the path; the memory files are also
+        checked for lines a write race lost."""
+        self.queue.touch(rel)
+        self.assistant.file_changed(rel)
+
+    def _reindex_from_thread(self, rel: str, loop: asyncio.AbstractEventLoop) -> None:
+        """Index a file tars just wrote, from a worker thread, through the single writer: at once,
+        even in the middle of a long sync."""
+        asyncio.run_coroutine_threadsafe(self.queue.refresh([rel], timeout=60), loop).result(timeout=70)
+
+    async def _report_to_systemd(self) -> None:
+        """STATUS= lines while indexing, and WATCHDOG=1 pings while the loop is responsive
+        (a wedged loop then gets restarted)."""
+        if not self.notifier.enabled:
+            return
+        interval = min(5.0, self.notifier.watchdog_interval() or 5.0)
+        while True:
+            coverage = self.coverage()
+            if not coverage.reconciled and coverage.scan_total:
+                state = f"indexing: {coverage.scan_done} of {coverage.scan_total} notes checked"
+            elif coverage.pending_vectors and coverage.embedder == "ready":
+                state = f"embedding: {coverage.pending_vectors} passages to go"
+            else:
+                state = f"serving {self.vault}"
+            self.notifier.send("WATCHDOG=1", f"STATUS={state}")
+            await asyncio.sleep(interval)
+
+    @staticmethod
+    def _version() -> str:
+        from tarsd import __version__
+
+        return __version__
+
+    def coverage(self) -> Coverage:
+        from tarsd.serve.status import coverage
+
+        return coverage(self.queue, self.engine, self.watcher)
+
+
+def _log_litter(task: asyncio.Task) -> None:
+    if task.cancelled():
+        return
+    if task.exception() is not None:
+        log.warning("could not clean up temp files in the vault: %s", task.exception())
+    elif task.result():
+        log.info("removed %d temp file(s) left by a killed tarsd: %s", len(task.result()), ", ".join(task.result()[:5]))
+
+
+def _setup_logging(level: str) -> None:
+    supervised = "INVOCATION_ID" in os.environ or "JOURNAL_STREAM" in os.environ or "XPC_SERVICE_NAME" in os.environ
+    # journald and launchd's log files add their own timestamps.
+    fmt = "%(levelname)s %(name)s: %(message)s" if supervised else "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format=fmt, stream=sys.stderr)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def _exit_lingering(code: int) -> int:
+    """Exit without waiting for a worker thread still inside a long step (a download that never
+    answers, a huge note): its SQLite transaction is rolled back, so the index stays whole.
+    Daemon threads count too: one inside onnxruntime (the model loading) while the interpreter
+    finalises aborts the process."""
+    deadline = time.monotonic() + THREAD_GRACE_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The very first thing: a stop asked for during start-up is honoured, never a crash.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _note_early_signal)
+    parser = argparse.ArgumentParser(prog="tarsd", description="Keep an Obsidian vault indexed and answer tarsctl over a Unix socket.")
+    parser.add_argument("--vault", help="the vault folder (default: [vault] path in the config, or TARS_VAULT)")
+    parser.add_argument("--config", type=Path, help="a TOML config file (default: the platform config dir's tars/config.toml)")
+    parser.add_argument("--socket", help="the Unix socket to listen on")
+    parser.add_argument("--log-level", help="debug, info, warning or error")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    args = parser.parse_args(argv)
+    if args.version:
+        from tarsd import __version__
+
+        print(f"tarsd {__version__}")
+        return 0
+
+    from tarsd.config.settings import ConfigError, load_config
+
+    try:
+        config = load_config(args.config, vault_path=args.vault, daemon_socket=args.socket, daemon_log_level=args.log_level)
+        vault = config.vault_path
+        if not vault.is_dir():
+            raise ConfigError(f"the vault {vault} is not a directory")
+    except ConfigError as exc:
+        print(f"tarsd: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    _setup_logging(config.daemon.log_level)
+
+    from tarsd.serve.socket_server import SocketInUse, UnsafeSocketDir
+    from tarsd.store.database import StoreError
+
+    loop = asyncio.new_event_loop()
+    code = 0
+    try:
+        loop.run_until_complete(Daemon(config, args.config).run())
+    except (AlreadyRunning, SocketInUse) as exc:
+        log.error("%s", exc)
+        code = EXIT_ALREADY_RUNNING
+    except (StoreError, UnsafeSocketDir, ValueError, FileNotFoundError) as exc:
+        log.error("%s", exc)
+        code = EXIT_FAILED
+    finally:
+        # Not asyncio.run: it would wait, unbounded, for every worker thread to finish. Tasks that
+        # libraries leave running (sse_starlette's shutdown watcher, started by MCP over HTTP,
+        # polls for ever) are cancelled as asyncio.run would: otherwise each is destroyed pending.
+        leftover = asyncio.all_tasks(loop)
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            loop.run_until_complete(asyncio.wait(leftover, timeout=LEFTOVER_TASKS_SECONDS))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+    return _exit_lingering(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The local embedding model, run on onnxruntime: tokenize, encode, mean-pool (normalising is
+embed.py's).
+
+fastembed fetches the model once; tars runs it itself, for memory. The shipped
+all-MiniLM-L6-v2 stores its weights as int8 that the graph casts to float as it runs, and
+onnxruntime keeps both the int8 weights and the float copies its optimiser folds them into:
+about 190 MB for a 22 MB file. tars folds them once, into a float model in the user cache
+(in a child process, so tarsd never holds the conversion's peak), and runs that: the same
+vectors, about 75 MB (bench/daemon_latency.py rss; the vectors match to cosine 1.0000).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+FOLD_TIMEOUT_SECONDS = 300
+# Runs in a child: onnxruntime writes the graph with its constants folded (the basic level
+# only: the result stays portable, unlike the hardware-specific higher levels).
+_FOLD = """
+import sys, onnxruntime as ort
+options = ort.SessionOptions()
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+options.optimized_model_filepath = sys.argv[2]
+ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+"""
+
+
+def folded_model(model: Path, cache: Path) -> Path:
+    """The model with its weights folded to float, made once and kept in ``cache``; the
+    original when folding fails (it still works, with more memory)."""
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
+    target = cache / f"folded-{digest}.onnx"
+    if target.is_file():
+        return target
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        temp = cache / f".folded-{digest}.{os.getpid()}.tmp"
+        subprocess.run(
+            [sys.executable, "-c", _FOLD, str(model), str(temp)], check=True, capture_output=True, text=True, timeout=FOLD_TIMEOUT_SECONDS
+        )
+        os.replace(temp, target)
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = exc.stderr.strip().splitlines()[-1] if isinstance(exc, subprocess.CalledProcessError) and exc.stderr else exc
+        log.warning("could not fold the embedding model's weights (%s): running %s as it is, with more memory", detail, model)
+        return model
+    return target
+
+
+class OnnxEncoder:
+    """Pooled token embeddings of a sentence-transformers model exported to ONNX: the mean
+    over the tokens (``pooling="mean"``) or the first token's (``"cls"``)."""
+
+    def __init__(self, model: Path, tokenizer_file: Path, max_tokens: int, pooling: str, threads: int | None):
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"unknown pooling {pooling!r}")
+        self.pooling = pooling
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self.tokenizer.enable_truncation(max_tokens)
+        pad = self.tokenizer.token_to_id("[PAD]")
+        self.tokenizer.enable_padding(pad_id=0 if pad is None else pad, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        # Without the arena, activations are freed after each run instead of kept at their
+        # largest batch's size; heap.py hands them back once the daemon is idle.
+        options.enable_cpu_mem_arena = False
+        if threads is not None:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """One vector per text (not normalised), in order."""
+        out = []
+        for start in range(0, len(texts), max(1, batch_size)):
+            encoded = self.tokenizer.encode_batch(texts[start : start + batch_size])
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = self.session.run(None, {name: value for name, value in feed.items() if name in self.inputs})[0]
+            if self.pooling == "cls":
+                out.append(hidden[:, 0])
+                continue
+            weights = mask[..., None].astype(np.float32)
+            out.append((hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9))
+        return np.vstack(out).astype(np.float32, copy=False)
+
+
+# Pooling of models whose download carries no pooling config (fastembed's ONNX exports).
+KNOWN_POOLING = {
+    "sentence-transformers/all-MiniLM-L6-v2": "mean",
+    "sentence-transformers/all-MiniLM-L12-v2": "mean",
+    "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2": "mean",
+    "BAAI/bge-small-en-v1.5": "cls",
+    "BAAI/bge-base-en-v1.5": "cls",
+}
+
+
+def pooling_of(model_dir: Path, name: str) -> str | None:
+    """How the model pools token vectors into one, from its sentence-transformers pooling
+    config, else from the table above; None when unknown (fastembed then runs the model)."""
+    for config in (model_dir / "pooling_config.json", model_dir / "1_Pooling" / "config.json"):
+        try:
+            modes = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(modes, dict):
+            continue
+        chosen = [mode for mode, key in (("mean", "pooling_mode_mean_tokens"), ("cls", "pooling_mode_cls_token")) if modes.get(key) is True]
+        others = [key for key, value in modes.items() if key.startswith("pooling_mode_") and value is True]
+        return chosen[0] if len(chosen) == 1 and len(others) == 1 else None
+    return KNOWN_POOLING.get(name)
+
+
+def truncation_of(model_dir: Path) -> int:
+    """Where the tokenizer truncates, as fastembed does it (so vectors match a fastembed
+    index): the stricter of model_max_length and max_length, 512 when neither is set."""
+    try:
+        config = json.loads((model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    limits = [
+        v
+        for v in (config.get("model_max_length"), config.get("max_length"))
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 20
+    ]
+    return min(limits) if limits else 512

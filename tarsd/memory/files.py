@@ -1,0 +1,426 @@
+"""The memory files in the vault: Memory.md (semantic), the procedural rules, the feedback
+files; remember, replace and forget, with provenance and the write guard.
+
+The daemon writes memory, never the model: tools only ask. Every write re-reads the file,
+applies the change and swaps a temp file in (tarsd/vault/atomic.py), so an edit saved in Obsidian
+a moment earlier is kept; lines tars wrote are then watched for a few minutes so that an
+editor's stale copy cannot lose them (tarsd/memory/guard.py). Each line tars writes carries
+a provenance stamp (tarsd/memory/provenance.py); lines without one are the user's and are changed
+only when the user asks (replace, forget).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from tarsd.config.settings import MemoryConfig
+from tarsd.memory import facts, provenance
+from tarsd.memory.guard import WriteGuard
+from tarsd.memory.lines import (
+    LIST_PREFIX,
+    MemoryLine,
+    clip_long_lines,
+    drop_emptied_heading,
+    insert_under,
+    join_lines,
+    locate,
+    memory_lines,
+    split_lines,
+    swap_line,
+)
+from tarsd.memory.pending_rules import PendingRules
+from tarsd.memory.text import UnsafeMemoryText, fact_text, section_text
+from tarsd.vault.atomic import atomic_update, read_text, read_version
+from tarsd.vault.files import OutsideVault, owned_file, read_owned
+from tarsd.vault.root import make_folders, require_vault
+
+__all__ = ["atomic_update", "read_text", "read_version", "MemoryFiles", "Remembered", "Forgotten", "Candidate"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SECTION = "Notes"
+RULES_SECTION = "Rules"
+# A fact joins the section holding its most similar line when they are at least this close.
+SECTION_COSINE = 0.35
+SECTION_OVERLAP = 0.5
+# Lines offered by forget: at least this good a match (facts.match_score).
+FORGET_MIN_SCORE = 0.3
+
+ADDED, REPLACED, PENDING = "added", "replaced", "pending"
+DUPLICATE, POSSIBLE_UPDATE = facts.DUPLICATE, facts.UPDATE
+MODES = ("", "replace", "force")
+KINDS = ("semantic", "procedural")
+
+
+class Cosines(Protocol):
+    """What MemoryFiles needs from the line vectors (tarsd/memory/vectors.py)."""
+
+    def cosines(self, text: str, lines: Sequence[str]):
+        """An array of cosines (NaN: not known yet), or None without the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    status: str  # added | replaced | duplicate | possible_update | pending (a rule the model proposed)
+    path: str  # relative to the vault
+    section: str = ""
+    line: str = ""  # the fact as written (added, replaced)
+    similar: str = ""  # the line it repeats (duplicate) or resembles (possible_update), or replaced
+    reason: str = ""  # for a possible update: what differs
+    replaced: str = ""  # the old line (replaced)
+    by_model: bool = False  # the model wrote it (stamped by:model)
+    pending_id: int = 0  # pending: the proposal's number, for tarsctl rules approve/reject
+
+    @property
+    def added(self) -> bool:
+        return self.status in (ADDED, REPLACED)
+
+    @property
+    def duplicate_of(self) -> str:
+        return self.similar if self.status == DUPLICATE else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    line: str
+    section: str
+    line_number: int  # 1-based
+    score: float
+    provenance: str = ""  # "added 2026-11-22 in chat nvim"; empty for the user's own lines
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    path: str
+    candidates: list[Candidate] = field(default_factory=list)
+    removed: str = ""  # the line removed (after a confirmation)
+
+
+class _Gone(Exception):
+    """The line a change was about left the file between the look and the write."""
+
+
+class MemoryFiles:
+    def __init__(self, vault: Path, config: MemoryConfig, vectors: Cosines | None = None):
+        self.vault = vault
+        self.config = config
+        self.vectors = vectors
+        self._lock = threading.RLock()  # one writer of memory files at a time
+        self.guard = WriteGuard(self.verify)
+        self.on_repair: Callable[[str], None] | None = None  # told (a vault path) after the guard rewrote a file
+        self._refused: set[str] = set()  # memory files found symlinked out of the vault (logged once)
+        self.pending: PendingRules | None = None  # where the model's rules wait for the user (none: refused)
+
+    def path(self, name: str) -> Path:
+        """A memory file's path; raises OutsideVault if a symlink takes it out of the vault."""
+        return owned_file(self.vault, name)
+
+    @property
+    def semantic(self) -> Path:
+        return self.path(self.config.semantic_file)
+
+    @property
+    def procedural(self) -> Path:
+        return self.path(self.config.procedural_file)
+
+    def target(self, kind: str) -> Path:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be semantic or procedural, not {kind!r}")
+        return self.semantic if kind == "semantic" else self.procedural
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.vault).as_posix()
+
+    def read_semantic(self) -> str:
+        return self._read_for_prompt(self.config.semantic_file)
+
+    def read_procedural(self) -> str:
+        return self._read_for_prompt(self.config.procedural_file)
+
+    def _read_for_prompt(self, name: str) -> str:
+        """A memory file as the prompt gets it: a line far longer than a fact is cut."""
+        try:
+            return clip_long_lines(read_owned(self.vault, self.path(name)))
+        except OutsideVault as exc:  # never into a prompt; remember, forget and status say so
+            if name not in self._refused:
+                self._refused.add(name)
+                log.warning("%s: left out of the prompt: %s", exc, exc.hint)
+            return ""
+
+    def lines(self, kind: str = "semantic") -> list[MemoryLine]:
+        return memory_lines(read_owned(self.vault, self.target(kind)))
+
+    # ---- remember ----
+
+    def remember(
+        self,
+        fact: str,
+        kind: str = "semantic",
+        section: str = "",
+        mode: str = "",
+        replace_line: str = "",
+        conversation: str = "",
+        by_model: bool = False,
+    ) -> Remembered:
+        """Add a fact (semantic, under a fitting heading of Memory.md) or a rule (procedural).
+        Every write path ends here: the fact and the section pass tarsd/memory/text.py's check
+        first, and what it refuses leaves the file untouched.
+
+        mode "": refused when the file already says the same (duplicate) or something close
+        that differs (possible_update: the caller asks the user). "replace": the line it
+        resembles (or ``replace_line``, exactly) is replaced in place; with nothing alike the
+        fact is added. "force": added even beside a similar line (never twice word for word).
+
+        ``by_model``: the model asked (the chat tool). Its facts are stamped by:model; its rules
+        are not written at all but wait in ``self.pending`` for the user's approval."""
+        fact = LIST_PREFIX.sub("", fact_text(fact, kind)).strip()
+        section = section_text(section)
+        if not fact:
+            raise ValueError("nothing to remember: the fact is empty")
+        if len(fact) > facts.MAX_FACT_CHARS:
+            raise ValueError(
+                f"a fact of {len(fact):,} characters is too long to remember (at most {facts.MAX_FACT_CHARS:,}: "
+                "Memory.md goes into every prompt); put the text in a note and remember the gist"
+            )
+        if mode not in MODES:
+            raise ValueError(f"mode must be '', 'replace' or 'force', not {mode!r}")
+        if replace_line.strip() and mode != "replace":
+            raise ValueError("replace_line goes with mode 'replace'")
+        target = self.target(kind)
+        rel = self.rel(target)
+        if by_model and kind == "procedural":
+            return self._propose(fact, target, conversation)
+        with self._lock:
+            existing = memory_lines(read_owned(self.vault, target))
+            texts = [line.text for line in existing]
+            old: MemoryLine | None = None
+            cosines = None
+            if mode == "replace" and replace_line.strip():
+                old = self._find(existing, replace_line)
+                if old is None:
+                    raise ValueError(
+                        f"the line {replace_line.strip()!r} is not in {rel} any more; remember the fact again to see the lines now"
+                    )
+            elif mode == "force":  # kept beside anything similar, but never twice word for word
+                same = next((line for line in existing if facts.key(line.text) == facts.key(fact)), None)
+                if same is not None:
+                    return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
+            else:
+                cosines = self._cosines(fact, texts)
+                verdict = facts.judge(fact, texts, cosines)
+                similar = existing[verdict.index] if verdict.index >= 0 else None
+                if similar is not None and mode == "":
+                    return Remembered(verdict.kind, rel, similar.section, similar=similar.text, reason=verdict.reason)
+                old = similar  # mode "replace": the line it repeats or updates, if any
+            stamp = provenance.new_stamp(conversation, by_model=by_model)
+            if old is not None:
+                return self._replace(target, old, fact, stamp)
+            if not section.strip() and kind == "semantic" and cosines is None:
+                cosines = self._cosines(fact, texts)
+            chosen = section.strip() or (self._section_for(fact, existing, cosines) if kind == "semantic" else RULES_SECTION)
+            line = f"- {fact} {stamp.render()}"
+            self._write(target, lambda text: insert_under(text, chosen, line), added=[(line, chosen)])
+        return Remembered(ADDED, rel, chosen, line=fact, by_model=by_model)
+
+    def _propose(self, rule: str, target: Path, conversation: str) -> Remembered:
+        """A rule the model proposed: kept for the user's approval, the rules file untouched."""
+        rel = self.rel(target)
+        same = next((line for line in memory_lines(read_owned(self.vault, target)) if facts.key(line.text) == facts.key(rule)), None)
+        if same is not None:
+            return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
+        if self.pending is None:
+            raise ValueError("rules the model proposes need the index database to wait in; ask the user to add the rule")
+        proposal, _ = self.pending.propose(rule, provenance.new_stamp(conversation).conversation)
+        log.info("the model proposed a rule, waiting for the user's approval (#%d): %s", proposal.id, rule)
+        return Remembered(PENDING, rel, RULES_SECTION, line=proposal.rule, by_model=True, pending_id=proposal.id)
+
+    def _replace(self, target: Path, old: MemoryLine, fact: str, stamp: provenance.Stamp) -> Remembered:
+        prefix = LIST_PREFIX.match(old.raw)
+        line = f"{prefix.group(0) if prefix else '- '}{fact} {stamp.render()}"
+        old_key = facts.key(old.text)
+
+        def change(text: str) -> str:
+            index = locate(text, old, old_key)
+            if index is None:
+                raise _Gone
+            return swap_line(text, index, line)
+
+        try:
+            self._write(target, change, added=[(line, old.section)], removed=[old.raw])
+        except _Gone:
+            raise ValueError(f"the line {old.text!r} left {self.rel(target)} meanwhile; remember the fact again") from None
+        return Remembered(REPLACED, self.rel(target), old.section, line=fact, similar=old.text, replaced=old.text, by_model=stamp.by_model)
+
+    def _cosines(self, text: str, lines: list[str]):
+        return self.vectors.cosines(text, lines) if self.vectors is not None and lines else None
+
+    @staticmethod
+    def _find(lines: list[MemoryLine], wanted: str) -> MemoryLine | None:
+        """A line named by the client: its exact text, else one that reads the same."""
+        wanted = LIST_PREFIX.sub("", provenance.strip(wanted.strip())).strip()
+        exact = next((line for line in lines if line.text == wanted), None)
+        return exact or next((line for line in lines if facts.key(line.text) == facts.key(wanted)), None)
+
+    @staticmethod
+    def _section_for(fact: str, existing: list[MemoryLine], cosines) -> str:
+        placed = [i for i, line in enumerate(existing) if line.section]
+        if not placed:
+            return DEFAULT_SECTION
+        if cosines is not None:
+            known = [i for i in placed if cosines[i] == cosines[i]]
+            if known:
+                best = max(known, key=lambda i: cosines[i])
+                if cosines[best] >= SECTION_COSINE:
+                    return existing[best].section
+        new = facts.features(fact)
+        scores = {i: facts.closeness(new, facts.features(existing[i].text)) for i in placed}
+        best = max(scores, key=scores.get)
+        return existing[best].section if scores[best] >= SECTION_OVERLAP else DEFAULT_SECTION
+
+    def append_rules(self, rules: list[str]) -> int:
+        """Rules the user approved in /review: kept even beside a similar rule (never twice).
+        All are checked before the first is written: one refused rule leaves the file as it was."""
+        for rule in rules:
+            fact_text(rule, "procedural")
+        return sum(1 for rule in rules if self.remember(rule, "procedural", mode="force").added)
+
+    # ---- forget ----
+
+    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5, by_model: bool = False) -> Forgotten:
+        """Without ``confirm_line``: the lines closest to ``text``, best first, for the user to
+        choose from. With it: that exact line is removed. ``by_model`` (an AI tool over MCP asked):
+        only lines stamped by:model may go; the user's own lines are removed by the user."""
+        require_vault(self.vault)  # a missing vault has no lines to offer, and none to remove
+        target = self.target(kind)
+        rel = self.rel(target)
+        with self._lock:
+            existing = memory_lines(read_owned(self.vault, target))
+            if confirm_line.strip():
+                old = self._find(existing, confirm_line)
+                if old is None:
+                    raise ValueError(f"{confirm_line.strip()!r} is not in {rel} (any more); run forget again to see its lines now")
+                if by_model and (old.stamp is None or not old.stamp.by_model):
+                    # A note the model read could ask it to delete what the user wrote: that waits for the user.
+                    raise NotTheModels(
+                        f"{old.text!r} in {rel} is the user's line: a model may only remove lines it noted itself",
+                        f"ask the user to run: tarsctl forget {old.text!r}",
+                    )
+                old_key = facts.key(old.text)
+
+                def change(current: str) -> str:
+                    index = locate(current, old, old_key)
+                    if index is None:
+                        raise _Gone
+                    lines = split_lines(current)
+                    del lines[index]
+                    if old.stamp is not None:  # a line tars wrote, maybe under a heading it made for it
+                        drop_emptied_heading(lines, index)
+                    return join_lines(lines, current)
+
+                try:
+                    self._write(target, change, removed=[old.raw])
+                except _Gone:
+                    pass  # gone already: what the user wanted
+                return Forgotten(rel, [], removed=old.text)
+        if not text.strip():
+            raise ValueError("say what to forget: some words of the line")
+        texts = [line.text for line in existing]
+        cosines = self._cosines(text, texts)
+        scored = []
+        for i, line in enumerate(existing):
+            cosine = None if cosines is None or cosines[i] != cosines[i] else float(cosines[i])
+            score = facts.match_score(text, line.text, cosine)
+            if score >= FORGET_MIN_SCORE:
+                shown = line.stamp.describe() if line.stamp is not None else ""
+                scored.append(Candidate(line.text, line.section, line.index + 1, round(score, 3), shown))
+        scored.sort(key=lambda c: (-c.score, c.line_number))
+        return Forgotten(rel, scored[: max(1, limit)])
+
+    # ---- writing, and the guard ----
+
+    def _write(
+        self, target: Path, change: Callable[[str], str], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
+    ) -> None:
+        make_folders(self.vault, target.parent)
+        atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+
+    def _guarded(self, target: Path, added: list[tuple[str, str]], removed: list[str]) -> dict[str, Callable]:
+        """atomic_update's hooks into the write guard, for a write adding and removing these lines."""
+        return {
+            "repair": lambda text, st: self.guard.repair(target, text, st),
+            "written": lambda st: self.guard.wrote(target, st, added, removed),
+            "displaced": lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
+        }
+
+    def verify(self, target: Path) -> None:
+        """The guard's check: put back lines a write race lost (see tarsd/memory/guard.py)."""
+        with self._lock:
+            if not self.guard.watching(target):
+                return
+            before = self.guard.restored + self.guard.removed_again
+            atomic_update(target, lambda text: None, **self._guarded(target, [], []))
+            repaired = self.guard.restored + self.guard.removed_again != before
+        if repaired and self.on_repair is not None:
+            self.on_repair(self.rel(target))
+
+    def changed(self, rel: str) -> None:
+        """A watcher event for a vault path: memory files tars wrote lately are checked."""
+        if rel in (self.config.semantic_file, self.config.procedural_file):
+            try:
+                self.guard.changed(self.path(rel))
+            except OutsideVault:  # a symlink out of the vault: tars never wrote there
+                pass
+
+    # ---- feedback: /w and /r ----
+
+    def record_feedback(self, good: bool, question: str, answer: str, note: str = "") -> str:
+        name = self.config.rewards_file if good else self.config.corrections_file
+        stamp = time.strftime("%Y-%m-%d %H:%M")
+        entry = [f"## {stamp}", f"- user: {_one_line(question)}", f"- tars: {_one_line(answer)}"]
+        if note.strip():
+            entry.append(f"- note: {_one_line(note)}")
+        block = "\n".join(entry) + "\n"
+        make_folders(self.vault, self.path(name).parent)
+        atomic_update(self.path(name), lambda text: (text.rstrip("\n") + "\n\n" if text.strip() else "") + block)
+        return name
+
+    def load_feedback(self) -> tuple[str, str]:
+        return read_owned(self.vault, self.path(self.config.corrections_file)), read_owned(self.vault, self.path(self.config.rewards_file))
+
+    def archive_feedback(self) -> list[str]:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        archived = []
+        for name in (self.config.corrections_file, self.config.rewards_file):
+            path = self.path(name)
+            if path.exists():
+                target = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
+                os.replace(path, target)
+                archived.append(target.relative_to(self.vault).as_posix())
+        return archived
+
+
+# Control characters other than tab and line ends: a NUL would make the vault file binary
+# (never indexed again), the others show as nothing or garble the editor.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+class NotTheModels(UnsafeMemoryText):
+    """A model asked to remove a line the user wrote; the hint says how the user does it."""
+
+
+def printable(text: str) -> str:
+    """Text from a client or a model as it may go into a vault file."""
+    return _CONTROL.sub("", text)
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    flat = " ".join(printable(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,153 @@
+"""The note graph held in the index: links and backlinks resolved the way Obsidian does,
+unresolved links, and related notes (the notes nearest in meaning, as Smart Connections
+shows them). Reads only: the indexer writes the links table with each note.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from tarsd.markdown.links import Link, Resolver
+from tarsd.store.database import Store
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRow:
+    source: str  # the linking note
+    line: int
+    kind: str  # wiki | embed | markdown
+    target: str  # as written
+    heading: str
+    label: str
+    resolved: str | None  # the note it leads to, None when no note answers
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    path: str
+    title: str
+    similarity: float
+    linked: bool  # already linked, either way
+
+
+class NoteGraph:
+    def __init__(self, store: Store):
+        self.store = store
+        self._local = threading.local()
+
+    def resolver(self) -> Resolver:
+        """Every note and alias, rebuilt only after the index changed (per reading thread)."""
+        reader = self.store.reader()
+        version = reader.execute("PRAGMA data_version").fetchall()[0][0]
+        cached = getattr(self._local, "resolver", None)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        paths = [row[0] for row in reader.execute("SELECT path FROM files WHERE skipped = 0")]
+        aliases: dict[str, list[str]] = {}
+        for path, alias in reader.execute("SELECT f.path, a.alias FROM note_aliases a JOIN files f ON f.id = a.file_id"):
+            aliases.setdefault(path, []).append(alias)
+        resolver = Resolver(paths, aliases)
+        self._local.resolver = (version, resolver, aliases)
+        return resolver
+
+    def find_note(self, name: str) -> str | None:
+        """A note named by its vault path, its file name or an alias (as a wikilink from the root would)."""
+        return self.resolver().resolve(Link(0, "wiki", name.strip().removeprefix("./")), "")
+
+    def links_from(self, path: str) -> list[LinkRow]:
+        resolver = self.resolver()
+        rows = self.store.reader().execute(
+            """SELECT l.line, l.kind, l.target, l.heading, l.label, l.exact FROM links l JOIN files f ON f.id = l.file_id
+               WHERE f.path = ? ORDER BY l.line""",
+            (path,),
+        )
+        return [self._row(path, row, resolver) for row in rows]
+
+    def links_to(self, path: str) -> list[LinkRow]:
+        """Backlinks: every link, in any note, that resolves to ``path``."""
+        resolver = self.resolver()
+        aliases = self._local.resolver[2].get(path, [])
+        keys = sorted(resolver.keys_for(path, aliases))
+        marks = ",".join("?" * len(keys))
+        rows = self.store.reader().execute(
+            f"""SELECT f.path, l.line, l.kind, l.target, l.heading, l.label, l.exact FROM links l JOIN files f ON f.id = l.file_id
+                WHERE l.target_key IN ({marks}) OR l.label_key IN ({marks}) OR (l.target = '' AND f.path = ?)
+                ORDER BY f.path, l.line""",
+            (*keys, *keys, path),
+        )
+        found = [self._row(row[0], row[1:], resolver) for row in rows]
+        return [row for row in found if row.resolved == path and not (row.source == path and not row.target)]
+
+    def unresolved(self) -> list[LinkRow]:
+        """Links that lead to no note (yet): notes to write, or typos. Worked out again only after
+        the index changed (per reading thread): status asks often."""
+        resolver = self.resolver()
+        version = self._local.resolver[0]
+        cached = getattr(self._local, "unresolved", None)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        rows = self.store.reader().execute(
+            """SELECT f.path, l.line, l.kind, l.target, l.heading, l.label, l.exact FROM links l JOIN files f ON f.id = l.file_id
+               ORDER BY f.path, l.line"""
+        )
+        found = [link for link in (self._row(row[0], row[1:], resolver) for row in rows) if link.resolved is None]
+        self._local.unresolved = (version, found)
+        return found
+
+    def link_count(self) -> int:
+        return self.store.reader().execute("SELECT count(*) FROM links").fetchall()[0][0]
+
+    def linked_pairs(self, paths: list[str]) -> set[tuple[str, str]]:
+        """(source, target) links among ``paths``: for ranking notes that the other hits point to."""
+        if len(paths) < 2:
+            return set()
+        resolver = self.resolver()
+        wanted = set(paths)
+        marks = ",".join("?" * len(paths))
+        rows = self.store.reader().execute(
+            f"""SELECT f.path, l.line, l.kind, l.target, l.heading, l.label, l.exact FROM links l JOIN files f ON f.id = l.file_id
+                WHERE f.path IN ({marks})""",
+            paths,
+        )
+        pairs = set()
+        for row in rows:
+            link = self._row(row[0], row[1:], resolver)
+            if link.resolved in wanted and link.resolved != link.source:
+                pairs.add((link.source, link.resolved))
+        return pairs
+
+    def related(self, path: str, limit: int = 10) -> list[Neighbour]:
+        """The notes nearest in meaning to ``path`` (its passages' mean vector), best first."""
+        reader = self.store.reader()
+        if not reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
+            return []
+        vectors = [
+            np.frombuffer(row[0], dtype=np.float32)
+            for row in reader.execute(
+                "SELECT v.embedding FROM chunks c JOIN files f ON f.id = c.file_id JOIN chunk_vectors v ON v.rowid = c.id WHERE f.path = ?",
+                (path,),
+            )
+        ]
+        if not vectors:
+            return []
+        centre = np.mean(vectors, axis=0)
+        centre /= np.linalg.norm(centre) or 1.0
+        hits = self.store.vec_search(centre.astype(np.float32).tobytes(), limit * 8 + 20)
+        owners = self.store.chunk_rows([chunk for chunk, _ in hits])
+        linked = {link.resolved for link in self.links_from(path)} | {link.source for link in self.links_to(path)}
+        best: dict[str, Neighbour] = {}
+        for chunk, similarity in hits:
+            row = owners.get(chunk)
+            if row is None or row.path == path or row.path in best:
+                continue
+            best[row.path] = Neighbour(row.path, row.title, round(max(0.0, similarity), 4), row.path in linked)
+        return list(best.values())[:limit]
+
+    @staticmethod
+    def _row(source: str, row: tuple, resolver: Resolver) -> LinkRow:
+        line, kind, target, heading, label, exact = row
+        link = Link(line, kind, target, heading, label, bool(exact))
+        return LinkRow(source, line, kind, target, heading, label, resolver.resolve(link, source))

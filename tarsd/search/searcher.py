@@ -1,0 +1,436 @@
+"""Keyword (FTS5 BM25), vector (in-memory cosine) and hybrid search over the index.
+
+Each search takes the same candidates whatever the limit (300 passages from each list, one
+best passage per note), measures every signal for each (keyword rank, BM25, how much of the
+query's rare words it holds, in its title too; vector rank and cosine; links from the other
+top hits), ranks them for the mode, and shows a score on the design's bands (relevant >=
+0.75, kinda >= 0.5, maybe >= 0.25, not below):
+- ``fts``: BM25's order; the score scales BM25 relative to the best hit by how much of the
+  query the best keyword match holds, so a query sharing only common words stays low.
+- ``vec``: cosine order; the score maps cosine onto the bands (see COSINE_ANCHORS).
+- ``hybrid``: the fusion described at fuse_tars, its value mapped onto the bands; a note
+  that both lists rank first is at least relevant, and a nonsense query (no keyword match,
+  only distant vectors) stays in not/maybe.
+The fusion and the anchors were chosen by measuring: bench/search_fusion_study.py prints the table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tarsd.embed.embedder import Embedder, EmbedderUnavailable
+from tarsd.markdown.tokens import query_phrase, shown_text
+from tarsd.search.graph import NoteGraph
+from tarsd.store.database import NO_FILTER, ChunkRow, Filter, Store
+
+Mode = Literal["fts", "vec", "hybrid"]
+MODES = ("fts", "vec", "hybrid")
+BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
+MAX_QUERY_TERMS = 32
+SNIPPET_TOKENS = 24
+SNIPPET_CHARS = 240
+# A hybrid search answers from keywords rather than wait longer for the query's vector.
+VECTOR_TIMEOUT_SECONDS = 5.0
+# Passages taken from each list before fusing, whatever the limit (see search()).
+CANDIDATE_DEPTH = 300
+# Passages a keyword search may score: past this, the query's commonest words are left out of
+# the search (see affordable_phrases). About 30 ms of FTS5 work on this project's 2-core box.
+KEYWORD_POSTINGS_BUDGET = 20_000
+# The keyword hits whose coverage says how well keywords answer the query.
+QUERY_COVERAGE_TOP = 10
+
+# Words too common to help a keyword match; dropped unless the query is nothing else.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below between both but by
+    can could did do does doing down during each few for from further had has have having he her here hers herself him himself
+    his how i if in into is it its itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves""".split()
+)
+
+_PHRASE = re.compile(r'"([^"]*)"')
+_TERM = re.compile(r"\w+\*?")
+
+
+class SearchError(Exception):
+    """The search cannot run as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    path: str
+    title: str
+    heading_path: str
+    start_line: int
+    end_line: int
+    snippet: str
+    score: float
+    band: str
+    memory_type: str
+    text: str
+    chunk_id: int
+    explain: Candidate | None = None  # the signals behind the score, when asked for
+
+
+@dataclass(slots=True)
+class SearchResponse:
+    results: list[SearchResult] = field(default_factory=list)
+    mode: str = "hybrid"  # the mode actually used (hybrid falls back to fts without an embedder)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A note (or a passage, with all_chunks) found by either list, with every signal that
+    decides its place; ``--explain`` shows them."""
+
+    chunk: int  # the passage shown: the one of the list that ranked the note higher
+    path: str
+    keyword_rank: int = 0  # 1-based among notes in the keyword list; 0: not in it
+    bm25: float = 0.0  # of its best keyword passage; higher is better
+    top_bm25: float = 0.0  # the best bm25 of the query
+    coverage: float = 0.0  # share of the query's words (weighted by IDF) in its best keyword passage, title included
+    title_coverage: float = 0.0  # the same, in its title, aliases, tags and file name only
+    query_coverage: float = 0.0  # the best coverage among the top keyword hits: how well keywords answer this query
+    vector_rank: int = 0  # 1-based among notes in the vector list; 0: not in it
+    cosine: float = 0.0  # of its nearest passage (measured even when the vector top-k missed it)
+    linked_from: int = 0  # other top hits that link to it
+    keyword_chunk: int = 0
+    fused: float = 0.0  # the mode's ranking value
+    score: float = 0.0  # what is shown: 0..1 on the bands' scale
+
+
+# ---- how the lists are fused, and what scores mean (chosen by bench/search_fusion_study.py) ----
+#
+# hybrid = a * coverage * (bm25 / best bm25)^2 + (1 - a) * cosine + title and link boosts,
+# with a = 0.4 + 0.2 * query_coverage: keywords weigh more when the best keyword match holds
+# more of the query's rare words (the answer deep in a long note, an exact name), vectors
+# more when no passage shares the question's words (a paraphrase). Both signals are measured
+# for every candidate, so a note the other list ranked low is not counted as unrelated.
+KEYWORD_WEIGHT = 0.4
+KEYWORD_WEIGHT_PER_COVERAGE = 0.2
+TITLE_BOOST = 0.05  # times the share of the query in the note's title, aliases, tags, file name
+LINK_BOOST = 0.02  # per other top hit linking to the note (Obsidian links as evidence), at most
+LINK_BOOST_CAP = 2
+LINK_TOP = 20  # the top hits whose links count
+# Shown scores: the ranking value mapped onto the bands, anchors measured on the Dendron golden
+# set and SciFact (irrelevant hits fuse to about 0.29, relevant ones to about 0.65).
+FUSED_ANCHORS = ((0.0, 0.0), (0.30, 0.25), (0.45, 0.50), (0.60, 0.75), (1.0, 1.0))
+# all-MiniLM-L6-v2 cosines: a nonsense query's best is about 0.33, relevant passages about 0.6.
+COSINE_ANCHORS = ((0.0, 0.0), (0.45, 0.25), (0.55, 0.50), (0.65, 0.75), (0.85, 1.0))
+RELEVANT = 0.75
+
+
+def fuse_tars(c: Candidate) -> float:
+    """The hybrid ranking value (see above)."""
+    alpha = min(0.95, KEYWORD_WEIGHT + KEYWORD_WEIGHT_PER_COVERAGE * c.query_coverage)
+    relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
+    keyword = relative * relative * c.coverage
+    return alpha * keyword + (1 - alpha) * c.cosine + TITLE_BOOST * c.title_coverage + LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP)
+
+
+def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
+    """Each query phrase's share of the query, by IDF: holding "all the rare words of the
+    question" is 1.0 however long or short the vault."""
+    weights = [math.log(1 + (total - frequency + 0.5) / (frequency + 0.5)) for frequency in frequencies]
+    whole = sum(weights) or 1.0
+    return [w / whole for w in weights]
+
+
+def affordable_phrases(frequencies: list[int]) -> list[int]:
+    """The phrases (indices, in query order) the keyword search looks for: all of them, unless
+    together they appear in more than KEYWORD_POSTINGS_BUDGET passages; then the rarest that fit
+    (at least one). FTS5 scores every passage holding any of an OR's words, so in a big vault a
+    question's common words ("methods", "lack") cost hundreds of milliseconds while moving
+    almost nothing: their IDF is near zero (bench/search_scale.py)."""
+    if sum(frequencies) <= KEYWORD_POSTINGS_BUDGET:
+        return list(range(len(frequencies)))
+    kept, used = [], 0
+    for i in sorted(range(len(frequencies)), key=lambda i: frequencies[i]):
+        if kept and used + frequencies[i] > KEYWORD_POSTINGS_BUDGET:
+            break
+        kept.append(i)
+        used += frequencies[i]
+    return sorted(kept)
+
+
+def keyword_value(c: Candidate) -> float:
+    """fts mode: BM25's order, scaled by how much of the query the best keyword match holds."""
+    return (c.bm25 / c.top_bm25 if c.top_bm25 else 0.0) * c.query_coverage
+
+
+def calibrate(value: float, anchors: tuple[tuple[float, float], ...]) -> float:
+    """Piecewise-linear and monotone, clamped to 0..1."""
+    if value <= anchors[0][0]:
+        return anchors[0][1]
+    for (x0, y0), (x1, y1) in zip(anchors, anchors[1:], strict=False):
+        if value <= x1:
+            return y0 + (y1 - y0) * (value - x0) / (x1 - x0)
+    return anchors[-1][1]
+
+
+def band(score: float) -> str:
+    return next(name for floor, name in BANDS if score >= floor)
+
+
+def query_parts(text: str) -> list[str]:
+    """Free text as FTS5 phrases that cannot fail to parse: every word quoted (so AND, NOT,
+    colons, parentheses and * lose their syntax), "quoted phrases" kept, a trailing * on a
+    word kept as a prefix search, stopwords dropped unless nothing else is left, CJK words
+    as the phrase of their characters (see tokens.py)."""
+    parts: list[str] = []
+    for phrase in _PHRASE.findall(text):
+        words = [query_phrase(w) for w in re.findall(r"\w+", phrase)]
+        if words:
+            parts.append('"' + " ".join(words) + '"')
+    rest = _PHRASE.sub(" ", text)
+    terms: list[tuple[str, bool]] = []
+    seen: set[str] = set()
+    for match in _TERM.findall(rest):
+        word, prefix = match.rstrip("*"), match.endswith("*")
+        key = word.lower()
+        if key not in seen:
+            seen.add(key)
+            terms.append((word, prefix))
+    useful = [t for t in terms if t[0].lower() not in STOPWORDS] or terms
+    for word, prefix in useful:
+        parts.append(f'"{query_phrase(word)}"*' if prefix else f'"{query_phrase(word)}"')
+    return parts[:MAX_QUERY_TERMS]  # the keyword query reports matches as a 32-bit set
+
+
+def fts_query(text: str) -> str:
+    """The parts OR-ed: a natural question finds notes that share only some of its words;
+    BM25 ranks those sharing more, and rarer, words first. Empty: nothing to search."""
+    return " OR ".join(query_parts(text))
+
+
+def _query_terms(text: str) -> list[str]:
+    return [w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS] or re.findall(r"\w+", text.lower())
+
+
+class Searcher:
+    def __init__(self, store: Store, embedder: Embedder, graph: NoteGraph | None = None):
+        self.store = store
+        self.embedder = embedder
+        self.graph = graph
+        self._query_vectors: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._query_vectors_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vec-search")
+
+    def search(
+        self,
+        query: str,
+        mode: str = "hybrid",
+        limit: int = 10,
+        min_score: float = 0.0,
+        where: Filter = NO_FILTER,
+        per_file: bool = True,
+        marks: tuple[str, str] = ("**", "**"),
+        explain: bool = False,
+    ) -> SearchResponse:
+        if mode not in MODES:
+            raise SearchError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+        if mode == "hybrid" and not self.embedder.enabled:
+            mode = "fts"  # keywords only by the user's choice ([embedder] kind = "none"): nothing to warn about
+        response = SearchResponse(mode=mode)
+        query = query.strip()
+        if not query or limit <= 0:
+            return response
+        # The same candidates whatever the limit, so the first N hits never depend on it.
+        depth = max(CANDIDATE_DEPTH, limit)
+        lists = {"fts": ("fts",), "vec": ("vec",), "hybrid": ("fts", "vec")}[mode]
+        found, vector_error = self.candidates(query, depth, where, per_file, lists)
+        if vector_error is not None:
+            if mode == "vec":
+                raise SearchError(f"vector search is unavailable: {vector_error}")
+            response.mode = "fts"
+            response.warnings.append(f"vector search unavailable, showing keyword results only: {vector_error}")
+        ranked_candidates = self.rank(found, response.mode)
+        ranked = [(c.chunk, c.score) for c in ranked_candidates if c.score >= min_score][:limit]
+        explained = {c.chunk: c for c in ranked_candidates}
+        match = fts_query(query)
+
+        rows = self.store.chunk_rows([chunk for chunk, _ in ranked])
+        snippets = self.store.snippets(match, list(rows), marks[0], marks[1], SNIPPET_TOKENS)
+        terms = _query_terms(query)
+        for chunk, score in ranked:
+            row = rows.get(chunk)
+            if row is None:  # deleted between the two queries
+                continue
+            snippet = shown_text(" ".join((snippets.get(chunk) or _fallback_snippet(row, terms, marks)).split()))
+            response.results.append(
+                SearchResult(
+                    path=row.path,
+                    title=row.title,
+                    heading_path=row.heading_path,
+                    start_line=row.start_line,
+                    end_line=row.end_line,
+                    snippet=snippet,
+                    score=round(score, 4),
+                    band=band(score),
+                    memory_type=row.memory_type,
+                    text=row.text,
+                    chunk_id=row.id,
+                    explain=explained[chunk] if explain else None,
+                )
+            )
+        return response
+
+    def rank(self, found: list[Candidate], mode: str) -> list[Candidate]:
+        """Order candidates for ``mode`` and give each its shown score."""
+        if mode == "fts":
+            ordered = sorted((c for c in found if c.keyword_rank), key=lambda c: c.keyword_rank)
+            for c in ordered:
+                c.fused = keyword_value(c)
+                c.score = calibrate(c.fused, FUSED_ANCHORS)
+            return ordered
+        if mode == "vec":
+            ordered = sorted((c for c in found if c.vector_rank), key=lambda c: c.vector_rank)
+            for c in ordered:
+                c.fused = c.cosine
+                c.score = calibrate(c.cosine, COSINE_ANCHORS)
+            return ordered
+        for c in found:
+            c.fused = fuse_tars(c)
+        if self.graph is not None:
+            self._count_links(sorted(found, key=lambda c: (-c.fused, c.path))[:LINK_TOP])
+            for c in found:
+                c.fused = fuse_tars(c)
+        # The note both searches put first leads, and is relevant by any measure: two independent
+        # judgements agree (bench/search_fusion_study.py: better MRR, nothing lost).
+        ordered = sorted(found, key=lambda c: (not (c.keyword_rank == 1 and c.vector_rank == 1), -c.fused, c.path))
+        for c in ordered:
+            c.score = calibrate(c.fused, FUSED_ANCHORS)
+            if c.keyword_rank == 1 and c.vector_rank == 1:
+                c.score = max(c.score, RELEVANT)
+        for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
+            above.score = max(above.score, below.score)  # shown scores never rise down the list
+        return ordered
+
+    def _count_links(self, top: list[Candidate]) -> None:
+        """How many of the other top hits link to each: notes the best results point to."""
+        pairs = self.graph.linked_pairs([c.path for c in top])
+        for c in top:
+            c.linked_from = sum(1 for _, target in pairs if target == c.path)
+
+    def candidates(
+        self, query: str, depth: int, where: Filter = NO_FILTER, per_file: bool = True, lists: tuple[str, ...] = ("fts", "vec")
+    ) -> tuple[list[Candidate], str | None]:
+        """Up to ``depth`` passages from each list, one per note (or every passage), with their
+        signals; and why there is no vector list, when there is none."""
+        parts = query_parts(query)
+        # The two searches run side by side: SQLite and onnxruntime release the GIL.
+        vec_future = self._pool.submit(self._vec_search, query, depth, where) if "vec" in lists else None
+        fts_hits = []
+        if parts and "fts" in lists:
+            total, frequencies = self._phrase_frequencies(parts)
+            kept = affordable_phrases(frequencies)
+            parts, frequencies = [parts[i] for i in kept], [frequencies[i] for i in kept]
+            fts_hits = self.store.fts_search(" OR ".join(parts), depth, where)
+        vec_hits: list[tuple[int, float]] = []
+        query_vector: bytes | None = None
+        vector_error = None
+        if vec_future is not None:
+            try:
+                query_vector, vec_hits = vec_future.result(timeout=VECTOR_TIMEOUT_SECONDS)
+            except (EmbedderUnavailable, FutureTimeout) as exc:
+                vector_error = str(exc) if isinstance(exc, EmbedderUnavailable) else self._slow_reason()
+
+        owners = self.store.chunk_notes([hit[0] for hit in fts_hits] + [chunk for chunk, _ in vec_hits])
+        found: dict[int, Candidate] = {}
+
+        def candidate(chunk: int) -> Candidate | None:
+            owner = owners.get(chunk)
+            if owner is None:
+                return None  # deleted between the queries
+            key = owner[0] if per_file else -chunk
+            if key not in found:
+                found[key] = Candidate(chunk=chunk, path=owner[1])
+            return found[key]
+
+        weights = phrase_weights(total, frequencies) if fts_hits else []
+        keyword_rank = 0
+        for chunk, bm25, matched, in_title in fts_hits:
+            c = candidate(chunk)
+            if c is not None and not c.keyword_rank:
+                keyword_rank += 1
+                c.keyword_rank, c.bm25, c.chunk, c.keyword_chunk = keyword_rank, -bm25, chunk, chunk
+                c.coverage = sum(w for i, w in enumerate(weights) if matched >> i & 1)
+                c.title_coverage = sum(w for i, w in enumerate(weights) if in_title >> i & 1)
+        top_bm25 = max((c.bm25 for c in found.values()), default=0.0)
+        vector_rank = 0
+        for chunk, cosine in vec_hits:
+            c = candidate(chunk)
+            if c is None or c.vector_rank:
+                continue
+            vector_rank += 1
+            c.vector_rank, c.cosine = vector_rank, max(0.0, cosine)
+            if not c.keyword_rank or vector_rank < c.keyword_rank:
+                c.chunk = chunk
+        for c in found.values():
+            c.top_bm25 = top_bm25
+        if query_vector is not None:
+            # A keyword hit the vector top-k missed is not unrelated: measure how near it is.
+            missing = [c for c in found.values() if not c.vector_rank]
+            exact = self.store.similarities(query_vector, [c.keyword_chunk for c in missing])
+            for c in missing:
+                c.cosine = max(0.0, exact.get(c.keyword_chunk, 0.0))
+        if fts_hits:
+            best = max((c.coverage for c in found.values() if 0 < c.keyword_rank <= QUERY_COVERAGE_TOP), default=0.0)
+            for c in found.values():
+                c.query_coverage = best
+        return list(found.values()), vector_error
+
+    def _phrase_frequencies(self, parts: list[str]) -> tuple[int, list[int]]:
+        """(passages in the index, passages that may hold each phrase: its rarest word's count)."""
+        tokens = [self.store.keyword_tokens(part) for part in parts]
+        total, frequencies = self.store.passage_frequencies(sorted({t for ts in tokens for t in ts}))
+        return total, [min((frequencies.get(t, 0) for t in phrase_tokens), default=0) for phrase_tokens in tokens]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _vec_search(self, query: str, depth: int, where: Filter) -> tuple[bytes, list[tuple[int, float]]]:
+        vector = self._query_vector(query)
+        return vector, self.store.vec_search(vector, depth, where)
+
+    def _slow_reason(self) -> str:
+        model = f"{self.embedder.kind} {self.embedder.config.model}"
+        return f"the embedder did not answer within {VECTOR_TIMEOUT_SECONDS:g} s ({model} is busy or stuck)"
+
+    def _query_vector(self, query: str) -> bytes:
+        if not self.embedder.available():  # never waits for a model that is loading
+            raise EmbedderUnavailable(self.embedder.unavailable_reason())
+        key = (self.embedder.fingerprint or "", query)
+        with self._query_vectors_lock:
+            vector = self._query_vectors.get(key)
+        if vector is None:
+            vector = self.embedder.embed([query])[0].tobytes()
+            with self._query_vectors_lock:
+                self._query_vectors[key] = vector
+                if len(self._query_vectors) > 256:
+                    self._query_vectors.popitem(last=False)
+        return vector
+
+
+def _fallback_snippet(row: ChunkRow, terms: list[str], marks: tuple[str, str]) -> str:
+    """For chunks found by meaning alone: the start of the passage around the first query word."""
+    text = " ".join(row.text.split())
+    lowered = text.lower()
+    positions = [lowered.find(t) for t in terms if lowered.find(t) >= 0]
+    start = max(0, min(positions) - 60) if positions else 0
+    excerpt = text[start : start + SNIPPET_CHARS]
+    if terms:
+        pattern = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE)
+        excerpt = pattern.sub(lambda m: f"{marks[0]}{m.group(0)}{marks[1]}", excerpt)
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if start + SNIPPET_CHARS < len(text) else ""
+    return prefix + excerpt + suffix

@@ -1,0 +1,180 @@
+"""What tarsd reports about itself: the index coverage every search reply carries, the
+status reply, and per-file health (which notes are not indexed, stale, skipped or repaired,
+and why)."""
+
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tarsctl.protocol import PROTOCOL_VERSION, Coverage, EmbedderStatus, FileHealth, MemoryStatus, NotedLine, Status, StatusReply
+from tarsd import __version__
+from tarsd.vault.files import walk
+from tarsd.vault.root import vault_problem
+
+if TYPE_CHECKING:
+    from tarsd.index.sync_queue import SyncQueue
+    from tarsd.index.watcher import VaultWatcher
+    from tarsd.search.engine import Engine
+    from tarsd.serve.parts import DaemonParts
+
+# File states worth a user's attention, in the order status lists them.
+HEALTH_STATES = ("not_indexed", "stale", "deleted", "skipped", "repaired")
+
+
+def current_vault_error(watcher: VaultWatcher) -> str:
+    """Why the vault cannot be used, checked now: the watcher's supervisor notices within its
+    check interval, but a reply right after the folder went away must say so already."""
+    if watcher.vault.error:
+        return watcher.vault.error
+    problem = vault_problem(watcher.vault.path)
+    if problem:
+        watcher.wake()  # the supervisor halts the watcher and follows the folder from now on
+    return problem
+
+
+def coverage(queue: SyncQueue, engine: Engine, watcher: VaultWatcher) -> Coverage:
+    missing = current_vault_error(watcher)
+    counts = engine.store.coverage_counts()
+    indexer, embedder = engine.indexer, engine.embedder
+    scan_total = indexer.scan_total
+    return Coverage(
+        reconciled=queue.reconciled,
+        scan_done=indexer.scan_done if scan_total is not None else 0,
+        scan_total=scan_total if scan_total is not None else 0,
+        notes_indexed=counts["notes"],
+        notes_skipped=counts["skipped"],
+        notes_on_disk=indexer.notes_on_disk if indexer.notes_on_disk is not None else -1,
+        queued=queue.depth,
+        chunks=counts["chunks"],
+        pending_vectors=counts["pending"] if embedder.enabled else 0,
+        embedder=embedder.state,
+        embedder_reason=embedder.unavailable_reason(),
+        vault_error=missing,
+        watcher="" if missing else watcher_trouble(watcher, queue),
+    )
+
+
+def watcher_trouble(watcher: VaultWatcher, queue: SyncQueue) -> str:
+    """Why saves made lately may be missing from results: the watcher is down, or it was
+    restarted and the rescan for what it missed has not finished. "" when neither."""
+    if not watcher.alive:
+        why = watcher.trouble or watcher.error or "its observer thread stopped"
+        return f"the file watcher is not running ({why}): new saves are found when it restarts and rescans the vault"
+    restarted = watcher.restarted_at
+    if restarted is not None and (queue.reconciled_from is None or queue.reconciled_from < restarted):
+        when = time.strftime("%H:%M:%S", time.localtime(restarted))
+        return f"the file watcher was restarted at {when} ({watcher.restart_reason}): rescanning the vault for saves it missed"
+    return ""
+
+
+def embedder_status(engine: Engine) -> EmbedderStatus:
+    described = engine.embedder.describe()
+    return EmbedderStatus(
+        state=str(described["state"]),
+        kind=str(described["kind"]),
+        model=str(described["model"]),
+        fingerprint=str(described["fingerprint"]),
+        dims=int(described["dims"]),
+        reason=str(described["error"]),
+        failures=int(described["failures"]),
+        next_retry_at=float(described["next_retry_at"] or 0.0),
+    )
+
+
+def file_health(vault: Path, engine: Engine, queued: set[str]) -> list[FileHealth]:
+    """Every note that is not as it should be, found by comparing the vault with the index."""
+    disk = walk(vault)
+    states = engine.store.file_states()
+    problems = {path: (skipped, problem) for path, skipped, problem in engine.store.problems()}
+    found: list[FileHealth] = []
+    for path, on_disk in disk.items():
+        state = states.get(path)
+        if state is None:
+            why = "queued: it is indexed within a moment" if path in queued else "not seen by a sync yet: run `tarsctl index`"
+            found.append(FileHealth(path, "not_indexed", why))
+        elif (state.mtime_ns, state.size) != (on_disk.mtime_ns, on_disk.size):
+            why = "queued: it is re-indexed within a moment" if path in queued else "changed on disk since it was indexed"
+            found.append(FileHealth(path, "stale", why))
+        elif path in problems:
+            skipped, problem = problems[path]
+            found.append(FileHealth(path, "skipped" if skipped else "repaired", problem))
+    for path in states.keys() - disk.keys():
+        found.append(FileHealth(path, "deleted", "gone from the vault, still in the index until the next sync"))
+    order = {state: i for i, state in enumerate(HEALTH_STATES)}
+    return sorted(found, key=lambda f: (order[f.state], f.path))
+
+
+def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
+    import apsw
+    import sqlite_vec
+
+    engine, queue = daemon.engine, daemon.queue
+    store = engine.store
+    db = daemon.config.db_path
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+    report = queue.last_report
+    last_sync: dict[str, object] = {"at": queue.last_sync_at, "error": queue.last_error or "", **queue.describe_retry()}
+    if report is not None:
+        last_sync.update(indexed=report.indexed, deleted=report.deleted, seconds=round(report.seconds, 3))
+    problems = [[path, "skipped" if skipped else "repaired", problem] for path, skipped, problem in store.problems()]
+    health = {state: 0 for state in HEALTH_STATES}
+    for _, kind, _ in problems:
+        health[kind] += 1
+    files: list[FileHealth] = []
+    if request.files:
+        files = file_health(daemon.vault, engine, queue.queued_paths())
+        health = {state: sum(1 for f in files if f.state == state) for state in HEALTH_STATES}
+    warnings = []
+    embedder = embedder_status(engine)
+    if embedder.state == "unavailable":
+        warnings.append(f"embedder: {embedder.reason}")
+    if queue.last_error:
+        warnings.append(f"indexing failed: {queue.last_error}")
+    if queue.vector_error and queue.vector_error != embedder.reason:
+        warnings.append(f"embedding failed: {queue.vector_error}")
+    vault_error = current_vault_error(daemon.watcher)
+    if vault_error:
+        warnings.append(f"vault: {vault_error}: searches answer from the index as it was, and nothing is written until it is back")
+    trouble = "" if vault_error else watcher_trouble(daemon.watcher, queue)
+    if trouble:
+        warnings.append(f"watcher: {trouble}")
+    warnings.extend(daemon.assistant.warnings())
+    http = daemon.http_status()
+    if http.error:
+        warnings.append(f"http: {http.error}")
+    memory = dict(daemon.assistant.memory_status())
+    if memory.get("last_restored_at") is None:
+        memory["last_restored_at"] = 0.0  # never
+    memory["model_lines"] = [NotedLine(**noted) for noted in memory.get("model_lines", [])]
+    return StatusReply(
+        id=request.id,
+        vault=str(daemon.vault),
+        database=str(db),
+        database_bytes=size,
+        counts={**store.counts(), "links": engine.graph.link_count(), "unresolved_links": len(engine.graph.unresolved())},
+        embedder=embedder,
+        coverage=coverage(queue, engine, daemon.watcher),
+        queue_depth=queue.depth,
+        indexing=queue.busy,
+        last_sync=last_sync,
+        watcher=daemon.watcher.describe(),
+        problems=problems,
+        health=health,
+        files=files,
+        uptime=round(time.time() - daemon.started_at, 1),
+        versions={
+            "tars": __version__,
+            "python": platform.python_version(),
+            "sqlite": apsw.sqlite_lib_version(),
+            "sqlite_vec": getattr(sqlite_vec, "__version__", store.vec_version),
+            "apsw": apsw.apsw_version(),
+            "protocol": str(PROTOCOL_VERSION),
+        },
+        warnings=warnings,
+        memory=MemoryStatus(**memory),
+        http=http,
+        vault_error=vault_error,
+    )

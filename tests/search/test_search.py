@@ -1,0 +1,201 @@
+"""Search modes, RRF, filters, result shape and the keyword parser against hostile input."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.vault_files import write
+from tarsd.search.searcher import Searcher, band, fts_query
+from tarsd.store.database import Filter, Store
+
+NOTES = {
+    "Memory.md": "# Core\n\n- Name: Sam\n- Dog: Perry, a beagle who loves the beach\n",
+    "Procedural.md": "# Rules\n\n- Answer briefly, without fluff.\n",
+    "sessions/2024-05-01-1200-trip.md": "# Trip planning\n\nWe planned a train trip to Lisbon in June.\n",
+    "projects/tars.md": "# tars\n\nThe daemon indexes markdown with SQLite FTS5 and sqlite-vec.\n"
+    + "It watches the vault. " * 60
+    + "\n\n## Search\n\nHybrid search fuses BM25 and vectors with reciprocal rank fusion.\n"
+    + "Scores fall in bands. " * 40
+    + "\n",
+    "projects/100%_done.md": "# Finished\n\nThe kitchen renovation is complete.\n",
+    "recipes/bread.md": "# Sourdough\n\nFeed the starter, then bake the loaf at 250 degrees.\n",
+}
+
+HOSTILE = [
+    '"',
+    '""',
+    '"unbalanced',
+    "a:b",
+    "title:foo",
+    "(",
+    ")",
+    "((a)",
+    "a AND",
+    "AND",
+    "OR OR",
+    "NOT",
+    "NOT NOT x",
+    "*",
+    "**",
+    "a*",
+    "-",
+    "-x",
+    "^",
+    "a^b",
+    "NEAR(a b)",
+    "NEAR/3",
+    "{a b}",
+    "[x]",
+    "a + b",
+    "c++",
+    "C#",
+    ".",
+    "'",
+    "'; DROP TABLE chunks; --",
+    "\\",
+    "\x00",
+    "🙂",
+    "🙂 tomatoes",
+    "東京タワー",
+    "日本語のテキスト",
+    "naïve café",
+    "x" * 5000,
+    " ".join(["word"] * 500),
+    "\n\t",
+    "%",
+    "_",
+    "col:umn:s",
+    'a"b"c',
+    "\u202e",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+]
+
+
+@pytest.fixture
+def indexed(make_engine, vault):
+    for rel, text in NOTES.items():
+        write(vault, rel, text)
+    engine = make_engine()
+    engine.indexer.sync()
+    return engine
+
+
+@pytest.mark.parametrize("mode", ["fts", "vec", "hybrid"])
+def test_each_mode_finds_the_right_note(indexed, mode):
+    results = indexed.searcher.search("what is the name of my dog?", mode=mode).results
+    assert results[0].path == "Memory.md"
+    assert all(0.0 <= r.score <= 1.0 for r in results)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+
+
+def test_result_shape(indexed):
+    result = indexed.searcher.search("reciprocal rank fusion", mode="fts", per_file=False).results[0]
+    assert result.path == "projects/tars.md"
+    assert result.title == "tars"
+    assert result.heading_path == "tars > Search"
+    assert (result.start_line, result.end_line) == (6, 9)
+    lines = NOTES["projects/tars.md"].splitlines()
+    assert result.text == "\n".join(lines[5:9])
+    assert "**reciprocal**" in result.snippet.lower() and "**fusion**" in result.snippet
+    assert result.band == band(result.score)
+    assert result.memory_type == "note"
+
+
+def test_semantic_match_without_shared_words(indexed):
+    results = indexed.searcher.search("holiday by rail to Portugal", mode="vec").results
+    assert results[0].path == "sessions/2024-05-01-1200-trip.md"
+    assert "**" not in results[0].snippet or "rail" not in results[0].snippet
+
+
+def test_natural_language_question_matches_without_every_word(indexed):
+    # Most words of the question appear nowhere; BM25 over OR-ed terms still finds the loaf.
+    assert (
+        indexed.searcher.search("at what temperature should I bake my sourdough bread?", mode="fts").results[0].path == "recipes/bread.md"
+    )
+
+
+def test_stemming(indexed):
+    assert indexed.searcher.search("baking loaves", mode="fts").results[0].path == "recipes/bread.md"
+
+
+def test_filters(indexed):
+    search = indexed.searcher.search
+    for mode in ("fts", "vec", "hybrid"):
+        assert {
+            r.memory_type for r in search("dog beach rules trip", mode=mode, where=Filter(memory_types=("semantic", "procedural"))).results
+        } <= {
+            "semantic",
+            "procedural",
+        }
+        assert {r.path for r in search("daemon kitchen", mode=mode, where=Filter(path_prefix="projects/")).results} <= {
+            "projects/tars.md",
+            "projects/100%_done.md",
+        }
+    # A prefix is literal: % and _ are not wildcards.
+    assert [r.path for r in search("kitchen renovation", mode="fts", where=Filter(path_prefix="projects/100%_")).results] == [
+        "projects/100%_done.md"
+    ]
+    assert search("kitchen renovation", mode="fts", where=Filter(path_prefix="projects/1000")).results == []
+
+
+def test_one_result_per_file_or_all_chunks(indexed):
+    per_file = indexed.searcher.search("search markdown daemon fusion", mode="fts", limit=10).results
+    all_chunks = indexed.searcher.search("search markdown daemon fusion", mode="fts", limit=10, per_file=False).results
+    assert [r.path for r in per_file].count("projects/tars.md") == 1
+    assert [r.path for r in all_chunks].count("projects/tars.md") == 2
+
+
+def test_limit_and_min_score(indexed):
+    assert len(indexed.searcher.search("the", mode="vec", limit=2).results) == 2
+    everything = indexed.searcher.search("dog", mode="hybrid", limit=10).results
+    strict = indexed.searcher.search("dog", mode="hybrid", limit=10, min_score=0.6).results
+    assert strict and all(r.score >= 0.6 for r in strict) and len(strict) < len(everything)
+
+
+def test_hybrid_beats_a_single_list_that_disagrees(indexed):
+    result = indexed.searcher.search("beagle", mode="hybrid").results[0]
+    assert result.path == "Memory.md" and result.band == "relevant"
+
+
+def test_parser_never_raises(indexed):
+    for query in HOSTILE:
+        for mode in ("fts", "hybrid"):
+            response = indexed.searcher.search(query, mode=mode)
+            assert isinstance(response.results, list), query
+    assert indexed.searcher.search("🙂 tomatoes beagle", mode="fts").results[0].path == "Memory.md"
+
+
+def test_parser_output():
+    assert fts_query("tomatoes AND basil") == '"tomatoes" OR "basil"'
+    assert fts_query('"exact phrase" other') == '"exact phrase" OR "other"'
+    assert fts_query("garden*") == '"garden"*'
+    assert fts_query("what is it") == '"what" OR "is" OR "it"'  # only stopwords: keep them
+    assert fts_query("🙂 ()") == ""
+    assert fts_query('say "hi') == '"say" OR "hi"'
+
+
+def test_empty_index_missing_database_and_empty_query(make_engine, tmp_path):
+    engine = make_engine()
+    assert engine.searcher.search("anything").results == []
+    assert engine.searcher.search("", mode="fts").results == []
+    assert engine.searcher.search("   ").results == []
+    fresh = Store(tmp_path / "never" / "existed.sqlite3")
+    try:
+        assert Searcher(fresh, engine.embedder).search("anything", mode="hybrid").results == []
+    finally:
+        fresh.close()
+
+
+def test_bands():
+    assert [band(s) for s in (1.0, 0.75, 0.74, 0.5, 0.3, 0.1, 0.0)] == ["relevant", "relevant", "kinda", "kinda", "maybe", "not", "not"]
+
+
+def test_a_big_vaults_commonest_words_are_left_out_of_the_keyword_search():
+    from tarsd.search.searcher import KEYWORD_POSTINGS_BUDGET, affordable_phrases
+
+    assert affordable_phrases([5, 900, 40]) == [0, 1, 2]  # within the budget: every word is searched
+    common = KEYWORD_POSTINGS_BUDGET
+    # Past it: the rarest words that fit, in the query's order; the commonest go.
+    assert affordable_phrases([common, 38, 4_440, common // 2, 15_581]) == [1, 2, 3]
+    assert affordable_phrases([common * 3, common * 2]) == [1]  # always the rarest one, even alone over the budget
+    assert affordable_phrases([]) == []
