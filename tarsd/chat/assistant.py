@@ -60,7 +60,7 @@ class Assistant:
         self.conversations = ConversationStore(engine.store)
         self.reindex = reindex
         self.reindex_soon = reindex_soon or reindex
-        self.memory.on_repair = self.reindex_soon
+        self.memory.on_written = self.reindex_soon
         self.tools = Tools(self.vault, engine.searcher, self.memory, reindex, int(config.vault.max_file_mb * 1_000_000))
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -324,27 +324,6 @@ class Assistant:
 
     # ---- memory and feedback ----
 
-    def remember(
-        self,
-        fact: str,
-        kind: str = "semantic",
-        section: str = "",
-        mode: str = "",
-        replace_line: str = "",
-        conversation: str = "",
-        by_model: bool = False,
-    ) -> Remembered:
-        result = self.memory.remember(fact, kind, section, mode, replace_line, conversation, by_model=by_model)
-        if result.added:
-            self.reindex_soon(result.path)
-        return result
-
-    def forget(self, text: str, kind: str = "semantic", confirm_line: str = "", limit: int = 5, by_model: bool = False) -> Forgotten:
-        result = self.memory.forget(text, kind, confirm_line, limit, by_model)
-        if result.removed:
-            self.reindex_soon(result.path)
-        return result
-
     def feedback(self, conversation_id: str, good: bool, note: str = "") -> str:
         conversation = self.conversations.load(conversation_id)
         messages = [m for _, m in conversation.messages]
@@ -388,7 +367,7 @@ class Assistant:
             raise ValueError(f"there is no proposed rule #{rule_id} (approved or rejected already?); `tarsctl rules` lists those waiting")
         written = None
         if approve:
-            written = self.remember(proposal.rule, "procedural", mode="force", conversation=proposal.conversation)
+            written = self.memory.remember(proposal.rule, "procedural", mode="force", conversation=proposal.conversation)
         self.memory.pending.drop(rule_id)
         log.info("the user %s proposed rule #%d: %s", "approved" if approve else "rejected", rule_id, proposal.rule)
         return proposal, written

@@ -135,6 +135,8 @@ class Tools:
             by_model=True,
         )
         if result.added:
+            # The memory files re-index soon by themselves; the model may search in its next step,
+            # so this write is committed to the index before the tool answers.
             self.reindex(result.path)
         return json.dumps(remember_report(result))
 

@@ -115,7 +115,9 @@ class MemoryFiles:
         self.vectors = vectors
         self._lock = threading.RLock()  # one writer of memory files at a time
         self.guard = WriteGuard(self.verify)
-        self.on_repair: Callable[[str], None] | None = None  # told (a vault path) after the guard rewrote a file
+        # Told a vault path after tars changed a memory file (a remember, a forget, the guard's
+        # repair), so the index follows without each caller re-indexing by hand. It must not block.
+        self.on_written: Callable[[str], None] | None = None
         self._refused: set[str] = set()  # memory files found symlinked out of the vault (logged once)
         self.pending: PendingRules | None = None  # where the model's rules wait for the user (none: refused)
 
@@ -351,6 +353,8 @@ class MemoryFiles:
     ) -> None:
         make_folders(self.vault, target.parent)
         atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+        if self.on_written is not None:
+            self.on_written(self.rel(target))
 
     def _guarded(self, target: Path, added: list[tuple[str, str]], removed: list[str]) -> dict[str, Callable]:
         """atomic_update's hooks into the write guard, for a write adding and removing these lines."""
@@ -368,8 +372,8 @@ class MemoryFiles:
             before = self.guard.restored + self.guard.removed_again
             atomic_update(target, lambda text: None, **self._guarded(target, [], []))
             repaired = self.guard.restored + self.guard.removed_again != before
-        if repaired and self.on_repair is not None:
-            self.on_repair(self.rel(target))
+        if repaired and self.on_written is not None:
+            self.on_written(self.rel(target))
 
     def changed(self, rel: str) -> None:
         """A watcher event for a vault path: memory files tars wrote lately are checked."""

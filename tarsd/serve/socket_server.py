@@ -512,7 +512,7 @@ class Server:
 
     async def _remember(self, request: Remember, _peer: Peer) -> AsyncIterator[Message]:
         done = await asyncio.to_thread(
-            self.daemon.assistant.remember,
+            self.daemon.assistant.memory.remember,
             request.fact,
             request.kind,
             request.section,
@@ -536,7 +536,7 @@ class Server:
 
     async def _forget(self, request: Forget, _peer: Peer) -> AsyncIterator[Message]:
         done = await asyncio.to_thread(
-            self.daemon.assistant.forget, request.text, request.kind, request.confirm_line, request.limit, request.by_model
+            self.daemon.assistant.memory.forget, request.text, request.kind, request.confirm_line, request.limit, request.by_model
         )
         candidates = [MemoryCandidate(c.line, c.section, c.line_number, c.score, c.provenance) for c in done.candidates]
         yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed)

@@ -121,15 +121,15 @@ def test_user_triggered_remember_skips_duplicates_and_asks_about_updates(make_as
     write(vault, "Memory.md", "# Core\n- Name: Sam\n\n# Pets\n- Dog: Perry (beagle)\n")
     assistant = make_assistant(kind="local")
     assert assistant.engine.embedder.wait_ready()
-    first = assistant.remember("my dog's name is Perry")  # says less than the line: not a restatement
+    first = assistant.memory.remember("my dog's name is Perry")  # says less than the line: not a restatement
     assert first.status == "possible_update" and first.similar == "Dog: Perry (beagle)" and "beagle" in first.reason
-    same = assistant.remember("Dog: Perry (a beagle)")
+    same = assistant.memory.remember("Dog: Perry (a beagle)")
     assert same.status == "duplicate" and same.duplicate_of == "Dog: Perry (beagle)"
-    added = assistant.remember("My cat is called Luna")
+    added = assistant.memory.remember("My cat is called Luna")
     assert added.added and added.section == "Pets"  # the section holding the most similar fact
-    again = assistant.remember("my cat is called Luna!")
+    again = assistant.memory.remember("my cat is called Luna!")
     assert again.status == "duplicate" and not again.added
-    rule = assistant.remember("Answer in British English", kind="procedural")
+    rule = assistant.memory.remember("Answer in British English", kind="procedural")
     assert rule.added and "- Answer in British English" in (vault / "Procedural.md").read_text()
     assert [r.path for r in assistant.engine.searcher.search("Luna", mode="fts").results] == ["Memory.md"]
 
@@ -139,7 +139,7 @@ def test_memory_writes_keep_an_edit_made_meanwhile(make_assistant, vault):
     assistant = make_assistant()
     # The file is re-read right before writing: an edit saved in Obsidian is kept.
     (vault / "Memory.md").write_text("# Core\n- Name: Sam\n- Town: Dublin\n", encoding="utf-8")
-    assistant.remember("Loves sea swimming", section="Core")
+    assistant.memory.remember("Loves sea swimming", section="Core")
     assert (vault / "Memory.md").read_text() == f"# Core\n- Name: Sam\n- Town: Dublin\n- Loves sea swimming {new_stamp().render()}\n"
     assert not list(vault.glob(".*tars-tmp"))
 
@@ -419,11 +419,11 @@ def test_remember_before_the_model_loads_never_refuses_a_false_duplicate(make_as
     write(vault, "Memory.md", "# Pets\n- My dog's name is Perry\n- Always answer in British English\n")
     assistant = make_assistant(kind="local", embedder_model_dir=tmp_path / "no-model-here")
     assert not assistant.engine.embedder.available()  # text alone decides
-    assert assistant.remember("my dog is called Perry").status == "duplicate"  # a restatement is still caught
+    assert assistant.memory.remember("my dog is called Perry").status == "duplicate"  # a restatement is still caught
     for different in ("My cat's name is Perry", "My dog's name is not Perry", "Never answer in British English"):
-        result = assistant.remember(different)
+        result = assistant.memory.remember(different)
         assert result.status == "possible_update" and result.reason, (different, result)
-    assert assistant.remember("Allergic to penicillin").status == "added"
+    assert assistant.memory.remember("Allergic to penicillin").status == "added"
 
 
 def test_sections_under_a_single_title_heading():
