@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from harness.daemon import wait_for
@@ -35,14 +32,7 @@ def test_one_shot_chat_streams_and_logs_the_session(chat_daemon, vault, fake_oll
 def test_chat_from_stdin_and_json(chat_daemon, fake_ollama):
     fake_ollama.script = [{"text": "Four."}, {"text": "Maths\n- two and two"}]
     daemon = chat_daemon()
-    reply = subprocess.run(
-        [sys.executable, "-m", "tarsctl.cli", "chat", "--json"],
-        input="what is two and two?",
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    reply = daemon.tarsctl("chat", "--json", input="what is two and two?")
     assert reply.returncode == 0, reply.stderr
     assert '"text":"Four."' in reply.stdout and '"type":"chat_done"' in reply.stdout
     assert "what is two and two?" in str(fake_ollama.bodies("/api/chat")[0]["messages"])
@@ -78,14 +68,7 @@ def test_repl_commands(chat_daemon, vault, fake_ollama):
         "/bogus",
         "/exit",
     ]
-    run = subprocess.run(
-        [sys.executable, "-m", "tarsctl.cli", "chat", "--repl"],
-        input="\n".join(lines) + "\n",
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = daemon.repl(lines)
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert "/sgrep QUERY" in out and "garden.md:1" in out and "remembered in Memory.md" in out

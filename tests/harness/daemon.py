@@ -117,8 +117,13 @@ class TarsDaemon:
     def tarsctl_command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "tarsctl.cli", *args]
 
-    def tarsctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run(self.tarsctl_command(*args), env=self.env, capture_output=True, text=True, timeout=timeout)
+    def tarsctl(self, *args: str, timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess:
+        """tarsctl with these arguments against this daemon; ``input`` is its stdin (none: empty)."""
+        return subprocess.run(self.tarsctl_command(*args), env=self.env, input=input, capture_output=True, text=True, timeout=timeout)
+
+    def repl(self, lines: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        """``tarsctl chat --repl`` typed these lines, one per line, on a pipe (not a terminal)."""
+        return self.tarsctl("chat", "--repl", input="\n".join(lines) + "\n", timeout=timeout)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.process is None or self.process.poll() is not None:

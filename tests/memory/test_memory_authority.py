@@ -6,16 +6,14 @@ as its own notes, and listed for the user (docs/memory.md)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import anyio
 import pytest
-from test_mcp import mcp_session, no_crash, text
-from test_memory_daemon import on_a_terminal
 
 from harness.daemon import wait_for
 from harness.fake_llm import obey_notes
+from harness.mcp_client import mcp_session, no_crash, text
+from harness.terminal import on_a_terminal
 from harness.vault_files import write
 from tarsctl.client import RemoteError
 from tarsctl.protocol import Remember, Status
@@ -249,14 +247,7 @@ def test_proposed_rules_are_decided_on_a_terminal_and_in_the_repl(start_daemon, 
     rules_now = (memory_vault / "Procedural.md").read_text()
     assert "Use metric units" in rules_now and "French" not in rules_now and "Cite the note" not in rules_now
     # The one left for later, in the REPL.
-    run = subprocess.run(
-        [sys.executable, "-m", "tarsctl.cli", "chat", "--repl"],
-        input="/rules\na\n/exit\n",
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = daemon.repl(["/rules", "a", "/exit"])
     assert run.returncode == 0, run.stderr
     assert "approved #3: added to Procedural.md as your rule: Cite the note" in run.stdout
     assert "- Cite the note <!-- tars:" in (memory_vault / "Procedural.md").read_text()

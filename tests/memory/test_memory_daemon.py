@@ -3,9 +3,6 @@ the model replacing a line, status, and 200 remembers racing an editor's saves."
 
 from __future__ import annotations
 
-import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -14,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.daemon import wait_for
+from harness.terminal import on_a_terminal
 from harness.vault_files import fill, tmpfs, write
 from tarsctl.protocol import Forget, Remember, Status
 from tarsd.memory.provenance import new_stamp
@@ -28,36 +26,6 @@ def memory_daemon(start_daemon, fake_ollama):
         return start_daemon(TARS_CHAT_OLLAMA_HOST=fake_ollama.url, TARS_CHAT_OLLAMA_MODEL="fake-chat", **extra)
 
     return factory
-
-
-def on_a_terminal(command: list[str], env: dict, answers: list[tuple[str, str]], timeout: float = 60) -> tuple[int, str]:
-    """Run a command on a pseudo-terminal, typing each answer once its prompt shows."""
-    master, slave = pty.openpty()
-    process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    output, pending = b"", list(answers)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:  # the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                output += chunk
-            if pending and pending[0][0].encode() in output:
-                os.write(master, (pending.pop(0)[1] + "\n").encode())
-                output += b"\n"
-            if process.poll() is not None and not ready:
-                break
-        return process.wait(timeout=10), output.decode(errors="replace").replace("\r\n", "\n")
-    finally:
-        os.close(master)
-        if process.poll() is None:
-            process.kill()
 
 
 def test_remember_restatement_update_replace_and_force_from_the_command_line(memory_daemon, vault):
@@ -135,14 +103,7 @@ def test_forget_and_remember_in_the_repl(memory_daemon, vault):
     write(vault, "Memory.md", "# Core\n- My locker number is 12\n- Dog: Perry\n")
     daemon = memory_daemon()
     lines = ["/remember My locker number is 14", "k", "/forget locker", "1", "y", "/forget", "/exit"]
-    run = subprocess.run(
-        [sys.executable, "-m", "tarsctl.cli", "chat", "--repl"],
-        input="\n".join(lines) + "\n",
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = daemon.repl(lines)
     assert run.returncode == 0, run.stderr
     assert "Memory.md has a similar line under Core:\n  My locker number is 12" in run.stdout
     assert "remembered in Memory.md under Core" in run.stdout and "forgot from Memory.md: My locker number is 12" in run.stdout

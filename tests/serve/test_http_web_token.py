@@ -8,7 +8,6 @@ import pytest
 
 pytest.importorskip("playwright", reason="the playwright package is missing: bash scripts/test.sh installs the test extras")
 from playwright.sync_api import expect  # noqa: E402
-from test_web_page import browser  # noqa: E402, F401  (the fixture: a fresh Chromium profile)
 
 JUNK = "junk-from-another-site-" + "x" * 30
 

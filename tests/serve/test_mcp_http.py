@@ -10,8 +10,8 @@ import httpx
 import httpx2
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
-from test_mcp import CLIENT, TOOLS, VAULT, run, tarsctl_json, text
 
+from harness.mcp_client import CLIENT, TOOLS, VAULT, run, tarsctl_json, text
 from harness.vault_files import write
 
 

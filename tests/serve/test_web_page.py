@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,51 +20,13 @@ import pytest
 pytest.importorskip("playwright", reason="the playwright package is missing: bash scripts/test.sh installs the test extras")
 from playwright.sync_api import expect  # noqa: E402
 
+from harness.browser import DESKTOP, PHONE
 from harness.paths import REPO
 from harness.vault_files import write
 
-CHROMIUM = Path(os.environ.get("TARS_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium"))
-# Headless, offline and quiet: no sandbox (CI runs as root), no GPU, no QUIC, no background
-# downloads, updates or sync.
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = Path(os.environ.get("TARS_SCREENSHOTS", REPO / ".artifacts" / "screenshots"))
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 800}
-TIMEOUT_MS = 20_000
-
 HOSTILE_TITLE = 'Hostile <img src=x onerror="window.__pwned = 1"> notes'
 HOSTILE_BODY = 'A clever <script>window.__pwned = 2</script> trick and <img src=x onerror="window.__pwned = 3"> too.'
-
-
-@pytest.fixture
-def browser(tmp_path: Path):
-    if not CHROMIUM.is_file():
-        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's chromium package (.ci/run does: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),  # a fresh profile every run
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=FLAGS,
-            viewport=DESKTOP,
-        )
-        context.set_default_timeout(TIMEOUT_MS)
-        expect.set_options(timeout=TIMEOUT_MS)
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def shot(page, name: str) -> None:
