@@ -121,6 +121,20 @@ class Progress:
 # ---- figures ----
 
 
+def index_with_vectors(engine, full: bool = False):
+    """Sync the vault into the index with a vector for every chunk, logging the counts; exits when
+    any chunk is left without one (a quality figure without vectors would measure nothing)."""
+    report = engine.indexer.sync(full=full, progress=Progress("index"))
+    counts = engine.store.counts()
+    log(
+        f"synced in {report.seconds:,.1f} s: {counts['files']:,} notes, {counts['chunks']:,} chunks, "
+        f"{report.indexed:,} (re-)chunked, {report.vectors_embedded:,} embedded, {report.vectors_from_cache:,} vectors from cache"
+    )
+    if report.embedder_error or counts["pending_vectors"]:
+        sys.exit(f"the index has no vectors for every chunk: {report.embedder_error or 'pending vectors left'}")
+    return report, counts
+
+
 def percentile(values: list[float], p: float) -> float:
     """The p-th percentile (0..100), interpolating linearly between ranks like numpy."""
     xs = sorted(values)

@@ -11,13 +11,12 @@ for the next run (use the same --docs).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from common import (
-    Progress,
+    index_with_vectors,
     log,
     met,
     ndcg,
@@ -64,14 +63,7 @@ def main() -> None:
             (vault / f"{doc['_id']}.md").write_text(note_markdown(doc["title"], doc["text"]), encoding="utf-8")
         engine = open_engine(vault, args.keep_db or Path(tmp) / "index.sqlite3")
         try:
-            report = engine.indexer.sync(progress=Progress("index"))
-            counts = engine.store.counts()
-            log(
-                f"indexed in {report.seconds:,.1f} s: {counts['files']:,} notes, {counts['chunks']:,} chunks, "
-                f"{report.vectors_embedded:,} embedded, {counts['pending_vectors']:,} pending"
-            )
-            if report.embedder_error or counts["pending_vectors"]:
-                sys.exit(f"the index has no vectors for every chunk: {report.embedder_error or 'pending vectors left'}")
+            _, counts = index_with_vectors(engine)
 
             scores: dict[str, tuple[float, float]] = {}
             for mode in MODES:

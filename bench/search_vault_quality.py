@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import DENDRON, MODEL_DIR, Progress, log, met, mrr, ndcg, open_engine, print_table, recall
+from common import DENDRON, MODEL_DIR, index_with_vectors, log, met, mrr, ndcg, open_engine, print_table, recall
 
 MODES = ("fts", "vec", "hybrid")
 STYLES = ("paraphrase", "keywords", "title", "deep", "linked")
@@ -160,14 +160,7 @@ def main() -> None:
 
     engine = open_engine(vault, db)
     try:
-        report = engine.indexer.sync(full=full, progress=Progress("index"))
-        counts = engine.store.counts()
-        log(
-            f"synced in {report.seconds:,.1f} s: {counts['files']:,} notes, {counts['chunks']:,} chunks, "
-            f"{report.indexed:,} (re-)chunked, {report.vectors_embedded:,} embedded, {report.vectors_from_cache:,} vectors from cache"
-        )
-        if report.embedder_error or counts["pending_vectors"]:
-            sys.exit(f"the index has no vectors for every chunk: {report.embedder_error or 'pending vectors left'}")
+        _, counts = index_with_vectors(engine, full=full)
         stamp_file.write_text(json.dumps({"index_sources": stamp}) + "\n", encoding="utf-8")
 
         unreachable = chunkless_notes(engine)
