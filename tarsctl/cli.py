@@ -301,7 +301,7 @@ def _run_setup_command(args) -> int:
     elif args.command == "service":
         from tarsctl.service import main as run
     elif args.command == "mcp":
-        from tarsctl.mcp import main as run  # the MCP SDK loads only here: other commands start as fast as before
+        from tarsctl.mcp.server import main as run  # the MCP SDK loads only here: other commands start as fast as before
     elif args.command == "http":
         from tarsctl.http_access import main as run
     else:
