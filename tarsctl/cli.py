@@ -17,6 +17,7 @@ import msgspec
 from tarsctl import __version__
 from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
 from tarsctl.protocol import (
+    MEMORY_TYPES,
     Coverage,
     Error,
     Index,
@@ -34,82 +35,6 @@ from tarsctl.protocol import (
 )
 
 EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
-MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
-
-BASH_COMPLETION = """\
-_tarsctl() {
-    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search links backlinks related remember forget review rules index status ping stop
-        completion doctor service config mcp http"
-    case "$prev" in
-        --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
-        --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
-        --type) COMPREPLY=($(compgen -W "semantic procedural episodic note" -- "$cur")); return ;;
-        completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")); return ;;
-        service) COMPREPLY=($(compgen -W "install status uninstall logs" -- "$cur")); return ;;
-        config) COMPREPLY=($(compgen -W "path show" -- "$cur")); return ;;
-        http) COMPREPLY=($(compgen -W "token url" -- "$cur")); return ;;
-        index) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    esac
-    if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "$commands --help --version --socket" -- "$cur"))
-    elif [[ "$cur" == -* ]]; then
-        case "${COMP_WORDS[1]}" in
-            search) COMPREPLY=($(compgen -W "--mode --limit --min-score --type --path --all-chunks
-                --tag --since --before --explain --json" -- "$cur")) ;;
-            links) COMPREPLY=($(compgen -W "--unresolved --json" -- "$cur")) ;;
-            backlinks) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
-            related) COMPREPLY=($(compgen -W "--limit --json" -- "$cur")) ;;
-            index) COMPREPLY=($(compgen -W "--full --wait --json" -- "$cur")) ;;
-            status) COMPREPLY=($(compgen -W "--json --files" -- "$cur")) ;;
-            ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
-            chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json" -- "$cur")) ;;
-            remember) COMPREPLY=($(compgen -W "--procedural --section --replace --force" -- "$cur")) ;;
-            forget) COMPREPLY=($(compgen -W "--procedural --yes --limit" -- "$cur")) ;;
-            http) COMPREPLY=($(compgen -W "--rotate" -- "$cur")) ;;
-            doctor) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
-        esac
-    fi
-}
-complete -o default -F _tarsctl tarsctl
-"""
-
-ZSH_COMPLETION = """\
-#compdef tarsctl
-_tarsctl() {
-    local -a commands
-    commands=(chat:'chat with tars' search:'search the vault' links:'the links in a note' backlinks:'the notes linking to a note'
-              related:'the notes nearest in meaning' remember:'save a fact' forget:'remove a fact' review:'review feedback'
-              rules:'approve rules the model proposed' index:'index the vault or paths' status:'daemon status'
-              ping:'check the daemon answers' stop:'stop the daemon'
-              completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
-              config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)'
-              http:'the HTTP token and the web page address')
-    if (( CURRENT == 2 )); then _describe command commands; return; fi
-    case $words[2] in
-        search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
-                  '*--type[memory type]:type:(semantic procedural episodic note)' '--path[path prefix]:prefix' \\
-                  '--all-chunks' '*--tag[tag]:tag' '--since[modified since]:when' '--before[modified before]:when' \\
-                  '--explain' '--json' '*:query' ;;
-        links) _arguments '--unresolved' '--json' '1:note:_files' ;;
-        backlinks) _arguments '--json' '1:note:_files' ;;
-        related) _arguments '--limit[notes]:n' '--json' '1:note:_files' ;;
-        index) _arguments '--full' '--wait' '--json' '*:path:_files' ;;
-        status) _arguments '--json' '--files' ;;
-        ping) _arguments '--json' ;;
-        chat) _arguments '--conversation[id]:id' '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
-                '--repl' '--json' '*:message' ;;
-        remember) _arguments '--procedural' '--section[heading]:heading' '(--force)--replace' '(--replace)--force' '*:fact' ;;
-        forget) _arguments '--procedural' '--yes' '--limit[lines shown]:n' '*:text' ;;
-        completion) _arguments '1:shell:(bash zsh)' ;;
-        service) _arguments '1:action:(install status uninstall logs)' ;;
-        config) _arguments '1:action:(path show)' ;;
-        http) _arguments '1:action:(token url)' '--rotate[token: make a new one]' ;;
-        doctor) _arguments '--json' ;;
-    esac
-}
-compdef _tarsctl tarsctl
-"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -254,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tarsctl: the path {shown} is not valid UTF-8: tars cannot index it; rename the file", file=sys.stderr)
             return EXIT_USAGE
     if args.command == "completion":
+        from tarsctl.completion import BASH_COMPLETION, ZSH_COMPLETION  # the scripts load only for this command
+
         sys.stdout.write(BASH_COMPLETION if args.shell == "bash" else ZSH_COMPLETION)
         return EXIT_OK
     if args.command in ("doctor", "service", "config", "mcp", "http"):
@@ -301,7 +228,7 @@ def _run_setup_command(args) -> int:
     elif args.command == "service":
         from tarsctl.service import main as run
     elif args.command == "mcp":
-        from tarsctl.mcp import main as run  # the MCP SDK loads only here: other commands start as fast as before
+        from tarsctl.mcp.server import main as run  # the MCP SDK loads only here: other commands start as fast as before
     elif args.command == "http":
         from tarsctl.http_access import main as run
     else:

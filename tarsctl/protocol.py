@@ -6,6 +6,13 @@ new fields always get defaults, tags are never renamed or reused, and a ``Hello`
 (protocol version and capabilities, both ways) opens every connection.
 
 This module imports only msgspec and the standard library: tarsctl must start fast.
+
+It is kept whole on purpose. The message types are one contract: the client decodes every reply
+through one tagged union (ServerMessage) and the daemon every request through the other
+(ClientMessage), so both ends load all of them; split into modules they would still load together,
+one module more on every tarsctl start. The socket location and its directory rule sit here for
+the same reason: the daemon binds where the client connects, and refuses the directories that
+``tarsctl doctor`` reports, so both ends must read them from one place.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ VaultPath = Annotated[str, Meta(max_length=4096, pattern="^[^\x00]*$")]  # no NU
 Limit = Annotated[int, Meta(ge=1, le=1000)]
 Score = Annotated[float, Meta(ge=0.0, le=1.0)]  # NaN fails both bounds
 LineNumber = Annotated[int, Meta(ge=1, le=100_000_000)]
+# What Search.types may name (a hit's memory_type is one of them).
+MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 
 
 class Message(msgspec.Struct, tag_field="type", forbid_unknown_fields=False, omit_defaults=True):
@@ -69,7 +78,7 @@ class Search(Message, tag="search"):
     mode: str = "hybrid"  # fts | vec | hybrid
     limit: Limit = 10
     min_score: Score = 0.0
-    types: Annotated[list[str], Meta(max_length=8)] = []  # memory types: semantic, procedural, episodic, note
+    types: Annotated[list[str], Meta(max_length=8)] = []  # of MEMORY_TYPES
     path: VaultPath = ""  # path prefix inside the vault
     all_chunks: bool = False  # every matching chunk instead of the best one per file
     tags: Annotated[list[Annotated[str, Meta(max_length=200)]], Meta(max_length=16)] = []  # all of them; "a" matches "a/b"

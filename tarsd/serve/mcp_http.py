@@ -12,7 +12,7 @@ from __future__ import annotations
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from tarsctl.mcp import build_server
+from tarsctl.mcp.server import build_server
 from tarsctl.protocol import Error, Message
 from tarsd.serve.http import Dispatch, Mount
 

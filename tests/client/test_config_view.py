@@ -68,7 +68,8 @@ def test_the_completion_scripts_know_every_command_and_option():
     import argparse
     import re
 
-    from tarsctl.cli import BASH_COMPLETION, ZSH_COMPLETION, _parser
+    from tarsctl.cli import _parser
+    from tarsctl.completion import BASH_COMPLETION, ZSH_COMPLETION
 
     def case(script: str, name: str) -> str:
         found = re.search(rf"^\s+{name}\) (.*?);;", script, re.MULTILINE | re.DOTALL)
