@@ -17,7 +17,7 @@ from tarsd.chat.providers import Done, Provider, ProviderError, TextDelta, ToolC
 from tarsd.chat.recall import MemoryRecall, Recall
 from tarsd.chat.tools import SPECS, Tools
 from tarsd.config.settings import Config
-from tarsd.memory.files import Forgotten, MemoryFiles, Remembered, atomic_update, printable
+from tarsd.memory.files import MemoryFiles, Remembered, atomic_update, printable
 from tarsd.memory.lines import memory_lines
 from tarsd.memory.pending_rules import PendingRule, PendingRules
 from tarsd.memory.vectors import LineVectors

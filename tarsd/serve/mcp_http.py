@@ -1,5 +1,5 @@
 """MCP over streamable HTTP at ``/mcp`` on tarsd's HTTP listener: the tools and resources of
-``tarsctl mcp`` (tarsctl/mcp.py), with each call run through the daemon's own dispatcher in
+``tarsctl mcp`` (the tarsctl.mcp package), with each call run through the daemon's own dispatcher in
 process instead of over the Unix socket.
 
 Loaded only when the listener is on and ``[http] mcp`` is true. The listener's guard (Host and
