@@ -1,0 +1,107 @@
+"""The passages: the chunks table (one row per chunk of a note, with the text shown and the
+text embedded), the ids new chunks get, and writing or deleting a note's chunks together
+with their keyword rows (fts.py) and vectors (vectors.py), so the three never disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tarsd.markdown.chunker import Chunk
+from tarsd.store.connection import Connections
+from tarsd.store.fts import Keywords
+from tarsd.store.vectors import Vectors
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    id: int
+    path: str
+    title: str
+    memory_type: str
+    heading_path: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+class Chunks:
+    """The chunks table, and with it the passages' rows in chunks_fts and chunk_vectors."""
+
+    def __init__(self, db: Connections, keywords: Keywords, vectors: Vectors):
+        self.db = db
+        self.keywords = keywords
+        self.vectors = vectors
+
+    def delete(self, file_id: int) -> None:
+        """A note's chunks, their keyword rows and vectors, inside the caller's write."""
+        conn = self.db.conn
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE file_id = ?", (file_id,))]
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        self.keywords.drop(ids, marks)
+        self.vectors.drop(ids, marks)
+        conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+
+    def insert(self, file_id: int, titles: str, chunks: list[Chunk], cached: dict[str, bytes], has_vectors: bool) -> int:
+        """A note's new chunks with their keyword rows, and the vectors ``cached`` holds for them
+        (by content hash), inside the caller's write. Returns the number left pending."""
+        first_id = self._take_chunk_ids(len(chunks))
+        vectors = [cached.get(chunk.content_hash) if has_vectors else None for chunk in chunks]
+        self.db.conn.executemany(
+            """INSERT INTO chunks(id, file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_text, embedded)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [
+                (
+                    first_id + i,
+                    file_id,
+                    c.seq,
+                    c.content_hash,
+                    c.start_line,
+                    c.end_line,
+                    c.heading_path,
+                    c.text,
+                    c.embed_text,
+                    int(vectors[i] is not None),
+                )
+                for i, c in enumerate(chunks)
+            ],
+        )
+        self.keywords.add(first_id, titles, chunks)
+        found = [(first_id + i, vector) for i, vector in enumerate(vectors) if vector is not None]
+        self.vectors.add(found)
+        return len(chunks) - len(found)
+
+    def _take_chunk_ids(self, count: int) -> int:
+        """The first of ``count`` new chunk ids, above every id used so far (embedding goes
+        newest first, by id). Counted here rather than asked of SQLite for every file."""
+        if self.db.next_chunk_id is None:
+            self.db.next_chunk_id = self.db.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchall()[0][0]
+        first = self.db.next_chunk_id
+        self.db.next_chunk_id += count
+        return first
+
+    def chunk_rows(self, ids: list[int]) -> dict[int, ChunkRow]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = (
+            self.db.reader()
+            .execute(
+                f"""SELECT c.id, f.path, f.title, f.memory_type, c.heading_path, c.start_line, c.end_line, c.text
+                FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})""",
+                ids,
+            )
+            .fetchall()
+        )
+        return {r[0]: ChunkRow(*r) for r in rows}
+
+    def chunk_notes(self, ids: list[int]) -> dict[int, tuple[int, str]]:
+        """chunk id -> (file id, path), for collapsing results to one per note."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.db.reader().execute(
+            f"SELECT c.id, c.file_id, f.path FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})", ids
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}

@@ -1,0 +1,163 @@
+"""The index database's schema: every table's DDL (also those whose SQL lives elsewhere:
+conversations in tarsd/chat, memory-line vectors and pending rules in tarsd/memory), the
+migrations from one version to the next, and the check that refuses an index newer than
+this tars. The vector table is not here: its layout follows the embedder (vectors.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+
+from tarsd.store.errors import StoreError
+
+SCHEMA_VERSION = 5
+COLLECTION = "vault"
+
+_SCHEMA_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE collections (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, root TEXT NOT NULL);
+CREATE TABLE files (
+    id INTEGER PRIMARY KEY,
+    collection_id INTEGER NOT NULL REFERENCES collections(id),
+    path TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    memory_type TEXT NOT NULL DEFAULT 'note',
+    content_hash TEXT,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    indexed_at REAL NOT NULL,
+    chunker TEXT NOT NULL DEFAULT '',
+    tags TEXT NOT NULL DEFAULT '',
+    aliases TEXT NOT NULL DEFAULT '',
+    conflict INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0,  -- 1: not indexed, see problem
+    problem TEXT,                          -- why it was skipped, or what was repaired
+    UNIQUE (collection_id, path)
+);
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    heading_path TEXT NOT NULL,
+    text TEXT NOT NULL,
+    embed_text TEXT NOT NULL,
+    embedded INTEGER NOT NULL DEFAULT 0   -- 1: has a row in chunk_vectors
+);
+CREATE INDEX chunks_file ON chunks(file_id, seq);
+CREATE INDEX chunks_hash ON chunks(content_hash);
+CREATE INDEX chunks_pending ON chunks(id) WHERE embedded = 0;
+CREATE VIRTUAL TABLE chunks_fts USING fts5(title, headings, body, tokenize = 'porter unicode61');
+CREATE TABLE embedding_cache (
+    fingerprint TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (fingerprint, content_hash)
+) WITHOUT ROWID;
+"""
+
+# Version 2: conversations survive a daemon restart.
+_SCHEMA_V2 = """
+CREATE TABLE conversations (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    summary TEXT NOT NULL DEFAULT '',   -- the model's summary of compacted messages
+    context TEXT NOT NULL DEFAULT '',   -- relevant notes found with the opening message
+    logged_seq INTEGER NOT NULL DEFAULT 0  -- messages up to this seq are in a session log
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,                 -- a msgspec-JSON ChatMessage
+    compacted INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (conversation_id, seq)
+);
+"""
+
+# Version 3: links, tags and aliases for note-aware search, and a keyword table that folds
+# every accent. The keyword rows are rewritten by re-chunking every note at the next sync
+# (vectors come back from the embedding cache).
+_SCHEMA_V3 = """
+CREATE TABLE links (
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    line INTEGER NOT NULL,
+    kind TEXT NOT NULL,                 -- wiki | embed | markdown
+    target TEXT NOT NULL,               -- as written (markdown links: the vault path they name)
+    target_key TEXT NOT NULL,           -- links.link_key(target): what backlinks look up
+    label_key TEXT NOT NULL DEFAULT '', -- the label as a target (Dendron writes [[label|note]])
+    heading TEXT NOT NULL DEFAULT '',
+    label TEXT NOT NULL DEFAULT '',
+    exact INTEGER NOT NULL DEFAULT 0    -- 1: a path, not a name to look up
+);
+CREATE INDEX links_file ON links(file_id);
+CREATE INDEX links_key ON links(target_key);
+CREATE INDEX links_label_key ON links(label_key) WHERE label_key != '';
+CREATE TABLE note_tags (
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,                  -- lower case, without '#'; nested tags keep their '/'
+    PRIMARY KEY (file_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX note_tags_tag ON note_tags(tag);
+CREATE TABLE note_aliases (
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    alias TEXT NOT NULL,
+    PRIMARY KEY (file_id, alias)
+) WITHOUT ROWID;
+DROP TABLE chunks_fts;
+CREATE VIRTUAL TABLE chunks_fts USING fts5(title, headings, body, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');  -- term -> passages holding it, for IDF
+INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('automerge', 16);  -- fewer merges while indexing (bench: 18% faster)
+UPDATE files SET chunker = '' WHERE skipped = 0;
+"""
+
+
+# Version 4: vectors of memory lines for dedup and selective recall (tarsd/memory/vectors.py
+# holds its SQL). A table of their own: prune_cache keeps only vectors of chunks in use.
+_SCHEMA_MEMORY_VECTORS = """
+CREATE TABLE memory_line_vectors (
+    fingerprint TEXT NOT NULL,   -- the embedder's
+    line_hash TEXT NOT NULL,     -- sha256 of the normalised line (tarsd/memory/facts.py key)
+    vector BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (fingerprint, line_hash)
+) WITHOUT ROWID;
+"""
+
+# Version 5: rules the model proposed in a chat, waiting for the user's approval
+# (tarsd/memory/pending_rules.py). Here rather than in the vault: a proposal is not a rule yet, so it
+# must not be in Procedural.md, nor in any note the index would hand back to the model.
+_SCHEMA_PENDING_RULES = """
+CREATE TABLE pending_rules (
+    id INTEGER PRIMARY KEY,
+    rule TEXT NOT NULL,
+    rule_key TEXT NOT NULL UNIQUE,   -- tarsd/memory/facts.py key: the same rule proposed twice is one proposal
+    conversation TEXT NOT NULL DEFAULT '',
+    proposed_at REAL NOT NULL
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_MEMORY_VECTORS, 5: _SCHEMA_PENDING_RULES}
+
+
+def migrate(conn: apsw.Connection, path: Path) -> None:
+    """Bring the schema of the index at ``path`` up to SCHEMA_VERSION (inside the caller's transaction)."""
+    version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"the index {path} has schema version {version}, newer than this tars ({SCHEMA_VERSION}); "
+            "upgrade tars, or delete the file (it is rebuilt from the vault)"
+        )
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        conn.execute(MIGRATIONS[target])
+        conn.execute(f"PRAGMA user_version = {target}")
+
+
+def collection_id(conn: apsw.Connection) -> int:
+    """The id of the one collection (the vault), made on first use (inside the caller's transaction)."""
+    conn.execute("INSERT OR IGNORE INTO collections(name, root) VALUES (?, '')", (COLLECTION,))
+    return conn.execute("SELECT id FROM collections WHERE name = ?", (COLLECTION,)).fetchall()[0][0]

@@ -1,0 +1,47 @@
+"""How much the index holds: the counts a search reply and `tarsctl status` show."""
+
+from __future__ import annotations
+
+from tarsd.store.connection import Connections
+from tarsd.store.vectors import Vectors
+
+
+class Counts:
+    """Row counts across the table families."""
+
+    def __init__(self, db: Connections, vectors: Vectors):
+        self.db = db
+        self.vectors = vectors
+
+    def coverage_counts(self) -> dict[str, int]:
+        """notes, skipped, chunks, pending (vectors): cheap enough for every search reply.
+        Counted again only after a commit: PRAGMA data_version on this thread's read
+        connection changes exactly when the writer has committed something."""
+        reader = self.db.reader()
+        version = reader.execute("PRAGMA data_version").fetchall()[0][0]
+        cached = getattr(self.db._local, "coverage", None)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        one = lambda sql: reader.execute(sql).fetchall()[0][0]  # noqa: E731
+        counts = {
+            "notes": one("SELECT count(*) FROM files WHERE skipped = 0"),
+            "skipped": one("SELECT count(*) FROM files WHERE skipped = 1"),
+            "chunks": one("SELECT count(*) FROM chunks"),
+            "pending": one("SELECT count(*) FROM chunks WHERE embedded = 0"),
+        }
+        self.db._local.coverage = (version, counts)
+        return counts
+
+    def counts(self) -> dict[str, int]:
+        with self.db.lock:
+            one = lambda sql: self.db.conn.execute(sql).fetchall()[0][0]  # noqa: E731
+            return {
+                "files": one("SELECT count(*) FROM files WHERE skipped = 0"),
+                "skipped": one("SELECT count(*) FROM files WHERE skipped = 1"),
+                "chunks": one("SELECT count(*) FROM chunks"),
+                "fts_rows": one("SELECT count(*) FROM chunks_fts"),
+                "vectors": one("SELECT count(*) FROM chunk_vectors") if self.vectors.has_vector_table() else 0,
+                "pending_vectors": one("SELECT count(*) FROM chunks WHERE embedded = 0"),
+                "cached_vectors": one("SELECT count(*) FROM embedding_cache"),
+                "conflicts": one("SELECT count(*) FROM files WHERE conflict = 1"),
+            }

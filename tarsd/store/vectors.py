@@ -1,0 +1,199 @@
+"""The vector tables: chunk_vectors (sqlite-vec, one row per embedded passage, in the current
+embedder's space), embedding_cache (vectors by content hash, so re-chunking never re-embeds),
+the passages still waiting for a vector, and vector search over the in-memory matrix
+(matrix.py) that mirrors chunk_vectors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from tarsd.store.connection import Connections
+from tarsd.store.filters import NO_FILTER, Filter, filter_sql
+from tarsd.store.matrix import VectorIndex
+
+# The vector table's layout; a change rebuilds it from the embedding cache (no re-embedding).
+VECTOR_TABLE_LAYOUT = "l2-v2"
+
+# Chunks given their vectors in one transaction by store_vectors: short enough that a chat's
+# write never waits long behind it.
+VECTOR_WRITE_ROWS = 256
+
+
+def _space(fingerprint: str) -> str:
+    return f"{fingerprint}#{VECTOR_TABLE_LAYOUT}"
+
+
+class Vectors:
+    """chunk_vectors, embedding_cache and the pending passages, over the store's connections."""
+
+    def __init__(self, db: Connections):
+        self.db = db
+        self._has_vectors: bool | None = None
+        self._vectors_loading = threading.Lock()
+
+    def vector_index(self) -> VectorIndex:
+        """The in-memory vectors, loaded from the index on first use."""
+        vectors = self.db.vectors
+        if not vectors.loaded:
+            with self._vectors_loading:
+                if not vectors.loaded:
+                    vectors.load_with(self._read_vectors)
+        return vectors
+
+    def _read_vectors(self) -> tuple[list[tuple[int, bytes]], int]:
+        reader = self.db.reader()
+        if not reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
+            return [], 0
+        rows = reader.execute("SELECT rowid, embedding FROM chunk_vectors").fetchall()
+        dims = len(rows[0][1]) // 4 if rows else int(self.db.get_meta("vector_dims") or 0)
+        return rows, dims
+
+    def has_vector_table(self) -> bool:
+        if self._has_vectors is None:  # asked on every file written: remember the answer
+            with self.db.lock:
+                self._has_vectors = bool(self.db.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall())
+        return self._has_vectors
+
+    def use_vector_space(self, fingerprint: str, dims: int) -> bool:
+        """Make chunk_vectors hold vectors of this embedder. A different embedder means a new,
+        empty table and every chunk pending again: vector spaces never mix. Returns True if reset."""
+        db = self.db
+        with db._writing():
+            if db.get_meta("vector_fingerprint") == _space(fingerprint) and self.has_vector_table():
+                return False
+            db.conn.execute("DROP TABLE IF EXISTS chunk_vectors")
+            # Euclidean distance (sqlite-vec's fastest) ranks unit vectors exactly as cosine does.
+            db.conn.execute(f"CREATE VIRTUAL TABLE chunk_vectors USING vec0(embedding float[{int(dims)}])")
+            self._has_vectors = True
+            db.conn.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
+            db.set_meta("vector_fingerprint", _space(fingerprint))
+            db.set_meta("vector_dims", str(int(dims)))
+            db._vector_change("reset", int(dims))
+            return True
+
+    def add(self, rows: list[tuple[int, bytes]]) -> None:
+        """(chunk id, vector) rows of new chunks, inside the caller's write."""
+        if rows:
+            self.db.conn.executemany("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", rows)
+            self.db._vector_change("put", rows)
+
+    def drop(self, ids: list[int], marks: str) -> None:
+        """The vectors of deleted chunks (``marks``: one '?' per id), inside the caller's write."""
+        if self.has_vector_table():
+            self.db.conn.execute(f"DELETE FROM chunk_vectors WHERE rowid IN ({marks})", ids)
+            self.db._vector_change("drop", ids)
+
+    def cached_vectors(self, fingerprint: str | None, hashes: Iterable[str]) -> dict[str, bytes]:
+        if fingerprint is None:
+            return {}
+        found: dict[str, bytes] = {}
+        wanted = list(set(hashes))
+        with self.db.lock:
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                for content_hash, vector in self.db.conn.execute(
+                    f"SELECT content_hash, vector FROM embedding_cache WHERE fingerprint = ? AND content_hash IN ({marks})",
+                    (fingerprint, *batch),
+                ):
+                    found[content_hash] = vector
+        return found
+
+    def pending_batches(self, batch_size: int) -> Iterator[list[tuple[str, str]]]:
+        """Distinct (content_hash, embed_text) of chunks without a vector, a batch at a time,
+        newest chunks first (what was just saved is what the user is about to search for).
+        The cursor walks ids downwards, so each pending row is read once per pass."""
+        last_id, seen = None, set()
+        while True:
+            with self.db.lock:
+                rows = self.db.conn.execute(
+                    "SELECT id, content_hash, embed_text FROM chunks WHERE embedded = 0 AND id < ? ORDER BY id DESC LIMIT ?",
+                    (last_id if last_id is not None else 1 << 62, batch_size),
+                ).fetchall()
+            if not rows:
+                return
+            last_id = rows[-1][0]
+            batch = []
+            for _, content_hash, text in rows:
+                if content_hash not in seen:
+                    seen.add(content_hash)
+                    batch.append((content_hash, text))
+            if batch:
+                yield batch
+
+    def has_pending_vectors(self) -> bool:
+        return bool(self.db.reader().execute("SELECT 1 FROM chunks WHERE embedded = 0 LIMIT 1").fetchall())
+
+    def pending_count(self) -> int:
+        return self.db.reader().execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchall()[0][0]
+
+    def prune_cache(self) -> int:
+        """Forget cached vectors no chunk uses any more (old edits of notes)."""
+        with self.db._writing():
+            self.db.conn.execute("DELETE FROM embedding_cache WHERE content_hash NOT IN (SELECT content_hash FROM chunks)")
+            return self.db.conn.changes()
+
+    def store_vectors(self, fingerprint: str, vectors: dict[str, bytes]) -> int:
+        """Cache vectors by content hash and attach them to every pending chunk with that hash.
+        A chunk deleted or re-chunked meanwhile simply has no pending row any more.
+
+        At most VECTOR_WRITE_ROWS chunks per transaction: one text repeated thousands of times
+        (a 5 MB line of one word) held the write lock for seconds, and a chat's write waiting on
+        it failed with "database is locked" on a busy box. A chunk and its vector always go together."""
+        db = self.db
+        attached = 0
+        for content_hash, vector in vectors.items():
+            while True:
+                with db._writing():
+                    if db.get_meta("vector_fingerprint") != _space(fingerprint):
+                        return attached  # the embedder changed while this batch was embedding
+                    db.conn.execute(
+                        "INSERT OR REPLACE INTO embedding_cache(fingerprint, content_hash, vector) VALUES (?, ?, ?)",
+                        (fingerprint, content_hash, vector),
+                    )
+                    ids = [
+                        r[0]
+                        for r in db.conn.execute(
+                            "SELECT id FROM chunks WHERE content_hash = ? AND embedded = 0 LIMIT ?", (content_hash, VECTOR_WRITE_ROWS)
+                        )
+                    ]
+                    for chunk_id in ids:
+                        db.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
+                        db.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+                    db._vector_change("put", [(chunk_id, vector) for chunk_id in ids])
+                attached += len(ids)
+                if len(ids) < VECTOR_WRITE_ROWS:
+                    break
+        return attached
+
+    def attach_cached(self, fingerprint: str) -> int:
+        """Attach cached vectors to pending chunks (after an embedder switch back, say)."""
+        db = self.db
+        with db._writing():
+            rows = db.conn.execute(
+                """SELECT c.id, e.vector FROM chunks c
+                   JOIN embedding_cache e ON e.fingerprint = ? AND e.content_hash = c.content_hash
+                   WHERE c.embedded = 0""",
+                (fingerprint,),
+            ).fetchall()
+            for chunk_id, vector in rows:
+                db.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
+                db.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
+            db._vector_change("put", rows)
+        return len(rows)
+
+    def vec_search(self, vector: bytes, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) nearest first; filters apply before the top-k cut."""
+        allowed = None
+        if where:
+            clauses, params = filter_sql(where, self.db.collection_id)
+            sql = f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.embedded = 1 AND {clauses}"
+            allowed = {row[0] for row in self.db.reader().execute(sql, params)}
+        return self.vector_index().search(np.frombuffer(vector, dtype=np.float32), limit, allowed)
+
+    def similarities(self, vector: bytes, ids: list[int]) -> dict[int, float]:
+        """The exact cosine of each passage in ``ids`` that has a vector."""
+        return self.vector_index().similarities(np.frombuffer(vector, dtype=np.float32), ids)
