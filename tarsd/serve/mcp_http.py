@@ -14,7 +14,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from tarsctl.mcp import build_server
 from tarsctl.protocol import Error, Message
-from tarsd.serve.http import Dispatch, Mount
+from tarsd.serve.http_app import Dispatch, Mount
 
 MCP_PATH = "/mcp"
 # An MCP client that goes away without ending its session frees it after this long.
