@@ -99,6 +99,17 @@ class Mount:
 MountFactory = Callable[[Dispatch], Mount]
 
 
+async def final_reply(dispatch: Dispatch, request: Message) -> Message:
+    """The request's final reply, for a door that does not stream (stream events come before it and
+    are not wanted); an Error, never an exception."""
+    final: Message | None = None
+    async for reply in dispatch(request):  # the dispatcher turns every failure into an Error reply
+        final = reply
+    if final is None:
+        return Error(id=request.id, code="internal", message="tarsd gave no reply", hint="see tarsd's log")
+    return final
+
+
 class _AsgiEndpoint:
     """An ASGI app as a Route's endpoint: Starlette wraps a bare function or method as a request
     handler, and passes any other callable the raw ASGI call."""
@@ -159,15 +170,8 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
     )
     pages = {path: (_static(name), media) for path, (name, media) in PAGES.items()}
 
-    async def final(request: Message) -> Message:
-        last: Message | None = None
-        async for reply in dispatch(request):
-            last = reply  # the final reply comes last; stream events before it are not wanted here
-        assert last is not None
-        return last
-
     async def answer(request: Message, expected: type) -> Response:
-        reply = await final(request)
+        reply = await final_reply(dispatch, request)
         return json_response(reply) if isinstance(reply, expected) else error_response(reply)
 
     async def events(request: Message, keep_going_when_stopping: bool) -> AsyncIterator[bytes]:
