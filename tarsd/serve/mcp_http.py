@@ -9,12 +9,13 @@ of it, so the SDK's own rebinding check is left off rather than configured twice
 
 from __future__ import annotations
 
+import functools
+
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from tarsctl.mcp.server import build_server
-from tarsctl.protocol import Error, Message
-from tarsd.serve.http import Dispatch, Mount
+from tarsd.serve.http_app import Dispatch, Mount, final_reply
 
 MCP_PATH = "/mcp"
 # An MCP client that goes away without ending its session frees it after this long.
@@ -23,17 +24,8 @@ MAX_SESSIONS = 64
 
 
 def mcp_mount(dispatch: Dispatch) -> Mount:
-    async def send(request: Message) -> Message:
-        """The request's final reply (progress events are not forwarded); an Error, never an exception."""
-        final: Message | None = None
-        async for reply in dispatch(request):  # the dispatcher turns every failure into an Error reply
-            final = reply
-        if final is None:
-            return Error(id=request.id, code="internal", message="tarsd gave no reply", hint="see tarsd's log")
-        return final
-
     manager = StreamableHTTPSessionManager(
-        app=build_server(send),
+        app=build_server(functools.partial(final_reply, dispatch)),  # progress events are not forwarded
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         session_idle_timeout=SESSION_IDLE_SECONDS,
         max_sessions=MAX_SESSIONS,

@@ -141,7 +141,8 @@ class _Dispatcher:
 
 
 def test_a_mounted_app_is_behind_the_same_token_host_and_origin_checks(tmp_path: Path):
-    from tarsd.serve.http import HttpDoor, Mount
+    from tarsd.serve.http import HttpDoor
+    from tarsd.serve.http_app import Mount
 
     events: list[str] = []
 

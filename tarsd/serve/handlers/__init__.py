@@ -1,0 +1,105 @@
+"""The request handlers, one per protocol request type, and ``dispatch``: the one way into them
+for every door (the Unix socket, HTTP, MCP over HTTP). ``HANDLERS`` is the table of request type
+to handler; ``dispatch`` runs one and turns whatever goes wrong into a typed Error reply.
+
+Each reply is built once here from the engine's result; the doors only render it (a frame, JSON,
+a server-sent event).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from tarsctl.protocol import (
+    ApplyReview,
+    Cancel,
+    Chat,
+    ConversationHistory,
+    DecideRule,
+    EndConversation,
+    Error,
+    Feedback,
+    Forget,
+    Index,
+    Links,
+    ListConversations,
+    Message,
+    PendingRules,
+    Ping,
+    ReadNote,
+    Related,
+    Remember,
+    Review,
+    Search,
+    Sessions,
+    Status,
+    Stop,
+)
+from tarsd.chat.providers import ProviderError
+from tarsd.index.sync_queue import SyncFailed
+from tarsd.serve.handlers import chat, control, memory, search
+from tarsd.serve.handlers.common import Handler, Peer, RequestError
+from tarsd.serve.parts import DaemonParts
+from tarsd.vault.files import OutsideVault
+from tarsd.vault.root import VaultMissing
+
+log = logging.getLogger(__name__)
+
+HANDLERS: dict[type, Handler] = {
+    Ping: control.ping,
+    Status: control.status,
+    Stop: control.stop,
+    Index: control.index,
+    Search: search.search,
+    Links: search.links,
+    Related: search.related,
+    ReadNote: search.read_note,
+    Sessions: search.session_logs,
+    Chat: chat.chat,
+    Cancel: chat.stray_cancel,
+    EndConversation: chat.end_conversation,
+    ListConversations: chat.list_conversations,
+    ConversationHistory: chat.conversation_history,
+    Remember: memory.remember,
+    Forget: memory.forget,
+    Feedback: memory.feedback,
+    Review: memory.review,
+    ApplyReview: memory.apply_review,
+    PendingRules: memory.pending_rules,
+    DecideRule: memory.decide_rule,
+}
+
+
+async def dispatch(daemon: DaemonParts, request: Message, peer: Peer) -> AsyncIterator[Message]:
+    """A request's replies: stream events, then one final reply (an Error for anything that
+    went wrong). The one way into the handlers, for the socket and the HTTP door alike."""
+    request_id = getattr(request, "id", 0)
+    handler = HANDLERS.get(type(request))
+    try:
+        if handler is None:
+            yield Error(id=request_id, code="bad_request", message=f"{type(request).__name__.lower()} is not a request here")
+            return
+        async for reply in handler(daemon, request, peer):
+            yield reply
+    except RequestError as exc:
+        exc.error.id = request_id
+        yield exc.error
+    except ProviderError as exc:
+        yield Error(id=request_id, code=exc.code, message=exc.message, hint=exc.hint)
+    except SyncFailed as exc:
+        yield Error(id=request_id, code="index_failed", message=str(exc), hint="`tarsctl status` shows the state; tars retries on its own")
+    except OutsideVault as exc:
+        yield Error(id=request_id, code="bad_request", message=str(exc), hint=exc.hint)
+    except VaultMissing as exc:
+        yield Error(id=request_id, code="vault_missing", message=str(exc), hint=exc.hint)
+    except OSError as exc:  # a full disk, a read-only vault, a file locked by another program
+        message = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
+        log.warning("request %s failed: %s", type(request).__name__, message)
+        hint = "check the free space and the permissions there, then try again; nothing was half written"
+        yield Error(id=request_id, code="io_error", message=message, hint=hint)
+    except ValueError as exc:  # a memory text refused says what to do in its hint (tarsd/memory/text.py)
+        yield Error(id=request_id, code="bad_request", message=str(exc), hint=getattr(exc, "hint", ""))
+    except Exception as exc:
+        log.exception("request %s failed", type(request).__name__)
+        yield Error(id=request_id, code="internal", message=f"{type(exc).__name__}: {exc}", hint="see the tarsd log for details")

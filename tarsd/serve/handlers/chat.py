@@ -1,0 +1,146 @@
+"""The chat handlers: a streamed chat turn (cancelled by a Cancel frame or a vanished client),
+ending a conversation, and the conversations read back (the list, one conversation's messages).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+
+from tarsctl.protocol import (
+    Cancel,
+    Chat,
+    ChatDelta,
+    ChatDone,
+    ConversationEnded,
+    ConversationHistory,
+    ConversationInfo,
+    ConversationList,
+    ConversationMessages,
+    EndConversation,
+    ListConversations,
+    Message,
+    ShownMessage,
+    ToolActivity,
+)
+from tarsd.chat.conversations import ConversationStore
+from tarsd.chat.tools import tool_summary
+from tarsd.serve.handlers.common import Peer
+from tarsd.serve.parts import DaemonParts
+
+TOOL_RESULT_PREVIEW = 300
+# A conversation read back: each text and the whole reply bounded (a pasted note can be long).
+HISTORY_MESSAGE_CHARS = 20_000
+HISTORY_CHARS = 200_000
+
+
+async def stray_cancel(_daemon: DaemonParts, _request: Cancel, _peer: Peer) -> AsyncIterator[Message]:
+    return  # arrived after its chat had finished: nothing left to cancel, nothing to answer
+    yield
+
+
+async def end_conversation(daemon: DaemonParts, request: EndConversation, _peer: Peer) -> AsyncIterator[Message]:
+    result = await asyncio.to_thread(daemon.assistant.end, request.conversation, request.provider, request.model)
+    yield ConversationEnded(id=request.id, session_log=result.session_log, warnings=result.warnings)
+
+
+async def list_conversations(daemon: DaemonParts, request: ListConversations, _peer: Peer) -> AsyncIterator[Message]:
+    found, total = await asyncio.to_thread(daemon.assistant.conversations.overview, request.limit, request.archived)
+    conversations = [
+        ConversationInfo(
+            c.id, c.created_at, c.updated_at, c.messages, c.unlogged, c.compacted, c.title, ConversationStore.is_archived(c.id)
+        )
+        for c in found
+    ]
+    yield ConversationList(id=request.id, conversations=conversations, total=total)
+
+
+async def conversation_history(daemon: DaemonParts, request: ConversationHistory, _peer: Peer) -> AsyncIterator[Message]:
+    conversations = daemon.assistant.conversations
+    found = await asyncio.to_thread(conversations.history, request.conversation, request.limit, HISTORY_CHARS, HISTORY_MESSAGE_CHARS)
+    yield ConversationMessages(
+        id=request.id,
+        conversation=request.conversation,
+        found=found.found,
+        messages=[ShownMessage(m.role, m.text, m.tools, m.at, m.cut) for m in found.messages],
+        omitted=found.omitted,
+        compacted=found.compacted,
+        summary=found.summary,
+    )
+
+
+async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[Message]:
+    """Stream a chat turn. A cancel frame, or the client going away, stops the answer."""
+    loop = asyncio.get_running_loop()
+    cancel = threading.Event()
+    events: asyncio.Queue = asyncio.Queue()
+
+    def emit(kind: str, value: object) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, (kind, value))
+
+    job = asyncio.ensure_future(
+        asyncio.to_thread(
+            daemon.assistant.chat,
+            request.conversation,
+            request.message,
+            request.provider,
+            request.model,
+            emit,
+            cancel,
+            request.end,
+        )
+    )
+    job.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
+    getter: asyncio.Future | None = None
+    try:
+        incoming = peer.read_ahead()
+        while True:
+            getter = asyncio.ensure_future(events.get())
+            waiting = {getter} if incoming is None else {getter, incoming}
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if incoming is not None and incoming in done:
+                try:
+                    message = incoming.result()
+                except Exception:
+                    message = None  # a broken frame mid-chat: treat as a disconnect
+                if message is None or isinstance(message, Cancel):
+                    cancel.set()
+                    if message is not None:
+                        peer.pending = None  # the cancel is consumed
+                incoming = None
+            if getter not in done:
+                getter.cancel()
+                continue
+            event = getter.result()
+            if event is None:
+                break
+            kind, value = event
+            if kind == "delta":
+                yield ChatDelta(id=request.id, text=value)
+            elif kind == "tool_call":
+                yield ToolActivity(id=request.id, phase="call", name=value.name, arguments=value.arguments)
+            else:
+                call, output = value
+                yield ToolActivity(
+                    id=request.id,
+                    phase="result",
+                    name=call.name,
+                    result=output[:TOOL_RESULT_PREVIEW],
+                    summary=tool_summary(call.name, output),
+                )
+    finally:
+        if not job.done():
+            cancel.set()  # torn down mid-answer (a closed HTTP stream, a stopping daemon): the thread stops too
+        if getter is not None:
+            getter.cancel()
+    result = job.result()  # raises ProviderError etc. for dispatch to answer
+    yield ChatDone(
+        id=request.id,
+        conversation=result.conversation,
+        text=result.text,
+        tool_rounds=result.tool_rounds,
+        cancelled=result.cancelled,
+        session_log=result.session_log,
+        warnings=result.warnings,
+    )

@@ -1,0 +1,381 @@
+"""The HTTP door's app: a JSON / server-sent-events API and the web page (tarsd/serve/web/, with
+its script and style), for browsers and thin clients; its OpenAPI description; and ``Mount``, the
+way to serve another ASGI app (MCP) on the same listener. Each endpoint builds the protocol
+message the socket would carry (tarsctl/protocol.py) and runs it through the handlers' dispatcher
+(tarsd/serve/handlers), so both doors share every handler, bound and error; replies become JSON,
+or SSE events when streamed (http_json).
+
+    GET    /                      the web page (tarsd/serve/web/); no data in it, so no token needed
+    GET    /search?q=...          search            -> search_results
+    POST   /chat                  chat              -> chat_done, or SSE chat_delta / tool_activity / chat_done
+    GET    /conversations         list_conversations -> conversation_list
+    GET    /conversations/{id}/messages  conversation_history -> conversation_messages (the last ?limit=50)
+    DELETE /conversations/{id}    end_conversation  -> conversation_ended (the session log is written first)
+    POST   /remember              remember          -> remembered
+    GET    /rules/pending         pending_rules     -> pending_rules_reply (rules the model proposed)
+    POST   /rules/pending/{id}    decide_rule       -> rule_decided ({"approve": true} or false)
+    POST   /index                 index             -> index_done, or SSE progress / index_done
+    GET    /status                status            -> status_reply
+    GET    /docs, /openapi.json   the API description
+    /mcp                          reserved for MCP over streamable HTTP: see ``Mount`` and ``HttpDoor(mounts=...)``
+
+Every request passes the guard first (http_middleware): the Host header, the Origin header when
+present, then (except for the page and the docs) the bearer token, with failed attempts
+rate-limited per client address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import msgspec
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from tarsctl.protocol import (
+    Chat,
+    ChatDone,
+    ConversationEnded,
+    ConversationHistory,
+    ConversationList,
+    ConversationMessages,
+    DecideRule,
+    EndConversation,
+    Error,
+    Index,
+    IndexDone,
+    ListConversations,
+    Message,
+    PendingRules,
+    PendingRulesReply,
+    Remember,
+    Remembered,
+    RuleDecided,
+    Search,
+    SearchResults,
+    Status,
+    StatusReply,
+    ToolActivity,
+    parse_when,
+)
+from tarsd import __version__
+from tarsd.serve.http_json import HttpError, as_json, error_response, json_response, protocol_message, read_body, sse_event, wants_stream
+
+# The page, its script and its style: served without a token (they hold no data), like the API description.
+PAGES = {"/": ("index.html", "text/html; charset=utf-8"), "/app.js": ("app.js", "text/javascript"), "/app.css": ("app.css", "text/css")}
+DOCS = ("/docs", "/docs/oauth2-redirect", "/openapi.json")
+
+SSE_KEEPALIVE_SECONDS = 15.0  # a comment line while a model thinks, so proxies keep the stream open
+
+DEFAULT_CONVERSATION = "web"
+
+Dispatch = Callable[[Message], AsyncIterator[Message]]
+
+
+@dataclass(slots=True)
+class Mount:
+    """Another ASGI app served on the listener under ``path``, behind the same guard and token.
+
+    The mounting point for MCP over streamable HTTP (issue 13): build the MCP server's ASGI app
+    from its tool table, with ``dispatch`` (given to the factory) as the way to run protocol
+    requests, e.g. ``HttpDoor(server, settings, token_file, mounts=[lambda dispatch: Mount("/mcp",
+    mcp_app(dispatch), lifespan=session_manager.run)])``. ``lifespan``, when given, is entered
+    when the listener starts and left when it stops (an MCP session manager's run()), since the
+    listener runs without ASGI lifespan events."""
+
+    path: str
+    app: Any  # an ASGI application
+    lifespan: Callable[[], contextlib.AbstractAsyncContextManager] | None = None
+
+
+MountFactory = Callable[[Dispatch], Mount]
+
+
+async def final_reply(dispatch: Dispatch, request: Message) -> Message:
+    """The request's final reply, for a door that does not stream (stream events come before it and
+    are not wanted); an Error, never an exception."""
+    final: Message | None = None
+    async for reply in dispatch(request):  # the dispatcher turns every failure into an Error reply
+        final = reply
+    if final is None:
+        return Error(id=request.id, code="internal", message="tarsd gave no reply", hint="see tarsd's log")
+    return final
+
+
+class _AsgiEndpoint:
+    """An ASGI app as a Route's endpoint: Starlette wraps a bare function or method as a request
+    handler, and passes any other callable the raw ASGI call."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.app(scope, receive, send)
+
+
+# ---- request bodies: shapes only; the bounds are the protocol's, checked when the protocol message is built ----
+
+
+class ChatBody(msgspec.Struct):
+    message: str
+    conversation_id: str = DEFAULT_CONVERSATION  # any id: the same id carries on the conversation, across restarts too
+    provider: str = ""  # ollama | anthropic; empty: the daemon's default
+    model: str = ""
+    end: bool = False  # write the session log and end the conversation after this answer
+    stream: bool = False  # server-sent events (also when the Accept header asks for text/event-stream)
+
+
+class RememberBody(msgspec.Struct):
+    fact: str
+    kind: str = "semantic"  # semantic (Memory.md) | procedural (rules)
+    section: str = ""  # a heading in Memory.md; empty: tars picks one
+    mode: str = ""  # "": refuse a duplicate or a possible update | replace | force
+    replace_line: str = ""
+    conversation: str = ""  # the chat it came from, for the line's provenance
+
+
+class DecideBody(msgspec.Struct):
+    approve: bool  # true: the rule goes into the rules file as the user's; false: it is dropped
+
+
+class IndexBody(msgspec.Struct):
+    paths: list[str] = []  # in the vault (relative or absolute); empty: the whole vault
+    full: bool = False  # re-read and re-chunk every file
+    wait: bool = False  # also wait until every passage has its vector
+    stream: bool = False  # progress as server-sent events
+
+
+def _static(name: str) -> bytes:
+    return resources.files("tarsd.serve").joinpath("web", name).read_bytes()
+
+
+def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mount] = ()) -> FastAPI:
+    """The endpoints, each a protocol request run through ``dispatch``; ``stopping`` resolves when tarsd stops."""
+    app = FastAPI(
+        title="tars",
+        version=__version__,
+        summary="Search, chat and memory over your Obsidian vault: the HTTP door of tarsd.",
+        description="Every endpoint except the page and this description needs `Authorization: Bearer TOKEN` "
+        "(`tarsctl http token` prints it). Errors are `{type: error, code, message, hint}`.",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    pages = {path: (_static(name), media) for path, (name, media) in PAGES.items()}
+
+    async def answer(request: Message, expected: type) -> Response:
+        reply = await final_reply(dispatch, request)
+        return json_response(reply) if isinstance(reply, expected) else error_response(reply)
+
+    async def events(request: Message, keep_going_when_stopping: bool) -> AsyncIterator[bytes]:
+        """The replies as SSE events, with keep-alive comments while nothing comes; when tarsd
+        stops, a chat still ends with its chat_done (cancelled), anything else with an error event."""
+        replies = dispatch(request).__aiter__()
+        pending: asyncio.Future | None = None
+        yield b": tars\n\n"  # sends the headers now: the client knows it is streaming
+        try:
+            while True:
+                pending = pending or asyncio.ensure_future(replies.__anext__())
+                watch = {pending} if keep_going_when_stopping else {pending, stopping}
+                done, _ = await asyncio.wait(watch, timeout=SSE_KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+                if pending in done:
+                    try:
+                        reply = pending.result()
+                    except StopAsyncIteration:
+                        return
+                    pending = None
+                    yield sse_event(reply)
+                elif stopping in done:
+                    yield sse_event(Error(code="unavailable", message="tarsd is stopping", hint="send it again once tarsd is back"))
+                    return
+                else:
+                    yield b": keep-alive\n\n"
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()  # the request's handler is torn down (a chat sets its cancel flag)
+                with contextlib.suppress(BaseException):
+                    await pending
+            with contextlib.suppress(BaseException):
+                await replies.aclose()
+
+    def stream(request: Message, keep_going_when_stopping: bool = False) -> StreamingResponse:
+        return StreamingResponse(
+            events(request, keep_going_when_stopping),
+            media_type="text/event-stream",
+            headers={"X-Accel-Buffering": "no"},  # nginx: pass each event on at once
+        )
+
+    @app.exception_handler(HttpError)
+    async def _http_error(_request: Request, exc: HttpError) -> Response:
+        return json_response(exc.error, exc.status, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in exc.errors())
+        return json_response(Error(code="bad_request", message=f"invalid request: {problems}", hint="see /docs"), 400)
+
+    def page_route(body: bytes, media: str) -> Callable[[], Awaitable[Response]]:
+        # A closure, not default arguments: FastAPI would read those from the query string.
+        async def page() -> Response:
+            return Response(body, media_type=media)
+
+        return page
+
+    for path, (body, media) in pages.items():
+        app.add_api_route(path, page_route(body, media), methods=["GET"], include_in_schema=False)
+
+    @app.get("/search", tags=["search"], summary="Search the vault (keywords, meaning, or both)")
+    async def search(
+        q: str,
+        mode: str = "hybrid",
+        limit: int = 10,
+        min_score: float = 0.0,
+        type: list[str] = Query([], description="memory types: semantic, procedural, episodic, note (repeatable)"),  # noqa: A002, B008
+        path: str = Query("", description="only notes under this path prefix"),
+        tag: list[str] = Query([], description="only notes with every one of these tags (repeatable)"),  # noqa: B008
+        since: str = Query("", description="modified since: 2026-11-01, 36h, 7d, 2w, today, ..."),
+        before: str = Query("", description="modified before (same forms)"),
+        all_chunks: bool = False,
+        explain: bool = False,
+    ) -> Response:
+        try:
+            since_at = parse_when(since) if since else None
+            before_at = parse_when(before) if before else None
+        except ValueError as exc:
+            raise HttpError(400, "bad_request", str(exc)) from None
+        request = protocol_message(
+            Search,
+            query=q,
+            mode=mode,
+            limit=limit,
+            min_score=min_score,
+            types=type,
+            path=path,
+            all_chunks=all_chunks,
+            tags=tag,
+            since=since_at,
+            before=before_at,
+            explain=explain,
+        )
+        return await answer(request, SearchResults)
+
+    @app.post("/chat", tags=["chat"], summary="Send a message; the reply whole, or streamed as server-sent events")
+    async def chat(request: Request) -> Response:
+        body: ChatBody = await read_body(request, ChatBody)
+        if not body.message.strip():
+            raise HttpError(400, "bad_request", "the message is empty", "say something")
+        message = protocol_message(
+            Chat, conversation=body.conversation_id, message=body.message, provider=body.provider, model=body.model, end=body.end
+        )
+        if wants_stream(request, body.stream):
+            return stream(message, keep_going_when_stopping=True)
+        activity: list[ToolActivity] = []
+        reply: Message | None = None
+        async for reply in dispatch(message):
+            if isinstance(reply, ToolActivity):
+                activity.append(reply)
+        if not isinstance(reply, ChatDone):
+            return error_response(reply)
+        return json_response({**as_json(reply), "tool_activity": as_json(activity)})
+
+    @app.get("/conversations", tags=["chat"], summary="The conversations kept, most recently active first")
+    async def conversations(limit: int = 100, archived: bool = False) -> Response:
+        return await answer(protocol_message(ListConversations, limit=limit, archived=archived), ConversationList)
+
+    @app.get("/conversations/{conversation_id}/messages", tags=["chat"], summary="A conversation's messages, oldest first")
+    async def conversation_messages(conversation_id: str, limit: int = 50) -> Response:
+        request = protocol_message(ConversationHistory, conversation=conversation_id, limit=limit)
+        return await answer(request, ConversationMessages)
+
+    @app.delete("/conversations/{conversation_id}", tags=["chat"], summary="End a conversation: its session log is written first")
+    async def end_conversation(conversation_id: str, provider: str = "", model: str = "") -> Response:
+        request = protocol_message(EndConversation, conversation=conversation_id, provider=provider, model=model)
+        return await answer(request, ConversationEnded)
+
+    @app.post("/remember", tags=["memory"], summary="Save a fact in Memory.md (or a rule)")
+    async def remember(request: Request) -> Response:
+        body: RememberBody = await read_body(request, RememberBody)
+        if not body.fact.strip():
+            raise HttpError(400, "bad_request", "the fact is empty", "say what to remember")
+        message = protocol_message(Remember, **msgspec.structs.asdict(body))
+        return await answer(message, Remembered)
+
+    @app.get("/rules/pending", tags=["memory"], summary="Rules the model proposed in chats, waiting for the user's approval")
+    async def pending_rules() -> Response:
+        return await answer(protocol_message(PendingRules), PendingRulesReply)
+
+    @app.post("/rules/pending/{rule_id}", tags=["memory"], summary="Approve (into the rules file) or reject a proposed rule")
+    async def decide_rule(rule_id: int, request: Request) -> Response:
+        body: DecideBody = await read_body(request, DecideBody)
+        return await answer(protocol_message(DecideRule, rule_id=rule_id, approve=body.approve), RuleDecided)
+
+    @app.post("/index", tags=["index"], summary="Index the vault, or some notes, now")
+    async def index(request: Request) -> Response:
+        body: IndexBody = await read_body(request, IndexBody)
+        message = protocol_message(Index, paths=body.paths, full=body.full, wait=body.wait)
+        if wants_stream(request, body.stream):
+            return stream(message)
+        return await answer(message, IndexDone)
+
+    @app.get("/status", tags=["status"], summary="What tarsd is doing: the index, the embedder, memory, this listener")
+    async def status(files: bool = False) -> Response:
+        return await answer(protocol_message(Status, files=files), StatusReply)
+
+    for mount in mounts:
+        # The path itself too, not only what lies under it: MCP clients POST to /mcp, and a
+        # redirect to /mcp/ would cost each call a round trip (or fail in a client that does not follow it).
+        app.router.routes.append(Route(mount.path, _AsgiEndpoint(mount.app)))
+        app.mount(mount.path, mount.app)
+    _describe(app)
+    return app
+
+
+def _describe(app: FastAPI) -> None:
+    """OpenAPI from the wire types themselves: request bodies and replies as msgspec describes them."""
+    bodies = {"/chat": ChatBody, "/remember": RememberBody, "/index": IndexBody, "/rules/pending/{rule_id}": DecideBody}
+    replies = {
+        ("/search", "get"): SearchResults,
+        ("/chat", "post"): ChatDone,
+        ("/conversations", "get"): ConversationList,
+        ("/conversations/{conversation_id}", "delete"): ConversationEnded,
+        ("/conversations/{conversation_id}/messages", "get"): ConversationMessages,
+        ("/remember", "post"): Remembered,
+        ("/rules/pending", "get"): PendingRulesReply,
+        ("/rules/pending/{rule_id}", "post"): RuleDecided,
+        ("/index", "post"): IndexDone,
+        ("/status", "get"): StatusReply,
+    }
+
+    def openapi() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        spec = get_openapi(title=app.title, version=app.version, summary=app.summary, description=app.description, routes=app.routes)
+        types = [*bodies.values(), *replies.values(), Error]
+        refs, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+        ref = dict(zip(types, refs, strict=True))
+        for (path, method), reply in replies.items():
+            operation = spec["paths"][path][method]
+            operation["responses"] = {
+                "200": {"description": reply.__name__, "content": {"application/json": {"schema": ref[reply]}}},
+                "default": {"description": "an error", "content": {"application/json": {"schema": ref[Error]}}},
+            }
+            if path in bodies:
+                operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref[bodies[path]]}}}
+        for streamed in ("/chat", "/index"):
+            spec["paths"][streamed]["post"]["responses"]["200"]["content"]["text/event-stream"] = {
+                "schema": {"type": "string", "description": "server-sent events named after the message types"}
+            }
+        spec.setdefault("components", {}).setdefault("schemas", {}).update(components)
+        spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        spec["security"] = [{"bearer": []}]
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi
