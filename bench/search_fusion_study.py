@@ -1,150 +1,229 @@
-"""Which fusion of keyword and vector results ranks best: the evidence behind search.py's choice.
+"""Which fusion of keyword and vector results ranks best on every query shape: the evidence
+behind tarsd/search/searcher.py's choice.
 
-For every question of the Dendron golden set (bench/golden/dendron.jsonl) and of BEIR SciFact,
-the keyword and vector candidate lists (300 passages each, one best passage per note) are
-taken from real indexes with the real model, each candidate gets its signals (keyword rank,
-BM25, the IDF-weighted share of the query's words it holds, the same for its title, vector
-rank and cosine similarity, links from other hits), and each fusion function below ranks
-them. Printed: nDCG@10, MRR@10 and Recall@5 per fusion, overall and per question style.
+For every query of the chosen split (``dev`` by default: tune there, report ``held-out`` with
+bench/search_quality.py) of each set in bench/search_sets.py, the keyword and vector candidate
+lists (300 notes each, one best passage per note) are taken from the indexes that
+search_quality.py builds, each candidate with its signals (keyword rank, BM25, the IDF-weighted
+share of the query's words it holds and in its title, vector rank and cosine, links from the
+other top hits). Each fusion below then ranks them. Printed per fusion: nDCG@10 and MRR@10
+per set and query-length band, with the gap to the best single mode (the rule: never below it
+by more than 0.005), and the mean over the sets.
 
-The indexes are the ones search_vault_quality.py and search_beir.py build (pass --dendron-db,
---scifact-db; a missing one is built, which takes minutes with the model).
+Searcher settings can be varied for the candidate lists themselves, e.g. ``--set
+KEYWORD_POSTINGS_BUDGET=1000000000`` (a setting of tarsd.search.searcher: no common-word cut).
 
-    python bench/search_fusion_study.py [--only dendron|scifact] [--fusions rrf tars ...]
+    python bench/search_fusion_study.py [--sets ...] [--split dev|held-out] [--fusions tars rrf ...] [--set NAME=VALUE]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from common import DENDRON, log, mrr, ndcg, note_markdown, open_engine, print_table, recall, scifact_corpus, scifact_qrels, scifact_queries
+from common import mrr, ndcg, print_table
+from search_quality import TOLERANCE, cache_dir, open_index, vault_for
+from search_sets import LENGTH_BANDS, NAMES, length_band, load, split_of, words
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tarsd.search.searcher import Candidate, Searcher, fuse_tars  # noqa: E402
+from tarsd.search import searcher
+from tarsd.search.searcher import LINK_TOP, Candidate, fuse_tars
 
 DEPTH = 300
+Fusion = Callable[[Candidate, "Question"], float]
 
 
 @dataclass
 class Question:
     query: str
-    grades: dict[str, int]  # note key -> grade
-    style: str
+    grades: dict[str, int]
+    length: str
+    words: int
     candidates: list[Candidate] = field(default_factory=list)
 
 
-def rrf(k: float = 60.0, keyword_weight: float = 0.5) -> Callable[[Candidate], float]:
-    def score(c: Candidate) -> float:
-        s = keyword_weight / (k + c.keyword_rank) if c.keyword_rank else 0.0
-        return s + ((1 - keyword_weight) / (k + c.vector_rank) if c.vector_rank else 0.0)
+def collect(name: str, split: str, limit: int) -> list[Question]:
+    cache = cache_dir()
+    query_set = load(name, cache)
+    queries = [q for q in query_set.queries if split_of(name, q.id) == split][: limit or None]
+    engine = open_index(query_set, vault_for(query_set, cache), cache)
+    questions = []
+    try:
+        for q in queries:
+            found, error = engine.searcher.candidates(q.text, DEPTH)
+            if error:
+                sys.exit(f"no vector list: {error}")
+            found = [c for c in found if c.path not in q.ignore]
+            for c in found:
+                c.fused = fuse_tars(c)
+            top = sorted(found, key=lambda c: -c.fused)[:LINK_TOP]
+            if engine.searcher.graph is not None:
+                engine.searcher._count_links(top)  # the links among the top hits, as search does
+            questions.append(Question(q.text, q.grades, length_band(q.text), words(q.text), found))
+    finally:
+        engine.close()
+    return questions
+
+
+# ---- fusions: each maps a candidate (and its question) to a ranking value, higher first ----
+
+
+def keyword_order(c: Candidate, q: Question) -> float:
+    return 1.0 / c.keyword_rank if c.keyword_rank else -1.0
+
+
+def vector_order(c: Candidate, q: Question) -> float:
+    return 1.0 / c.vector_rank if c.vector_rank else -1.0
+
+
+def rrf(k: float = 60.0) -> Fusion:
+    def score(c: Candidate, q: Question) -> float:
+        return (1 / (k + c.keyword_rank) if c.keyword_rank else 0.0) + (1 / (k + c.vector_rank) if c.vector_rank else 0.0)
 
     return score
 
 
-def convex(alpha: float, keyword: str = "bm25max", title: float = 0.0, links: float = 0.0) -> Callable[[Candidate], float]:
-    """alpha * keyword + (1 - alpha) * cosine (+ boosts); keyword normalised by the query's top
-    BM25 ("bm25max"), by coverage ("coverage") or by both ("mix": their mean)."""
+def tars(c: Candidate, q: Question) -> float:
+    return fuse_tars(c)
 
-    def score(c: Candidate) -> float:
+
+def capped(cap: float, base: float = 0.4, per_coverage: float = 0.2, power: float = 2.0, title: float = 0.05) -> Fusion:
+    """The shipped fusion with the keyword weight capped at ``cap``."""
+
+    def score(c: Candidate, q: Question) -> float:
+        alpha = min(cap, base + per_coverage * c.query_coverage)
         relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
-        k = {"bm25max": relative, "coverage": c.coverage, "mix": (relative + c.coverage) / 2}[keyword]
-        return alpha * k + (1 - alpha) * c.cosine + title * c.title_coverage + links * min(c.linked_from, 3)
+        keyword = relative**power * c.coverage
+        return alpha * keyword + (1 - alpha) * c.cosine + title * c.title_coverage + 0.02 * min(c.linked_from, 2)
 
     return score
 
 
-FUSIONS: dict[str, Callable[[Candidate], float]] = {
-    "fts alone": lambda c: 1 / c.keyword_rank if c.keyword_rank else 0.0,
-    "vec alone": lambda c: c.cosine,
+def by_length(
+    short: float, long: float, short_words: int = 5, long_words: int = 20, per_coverage: float = 0.2, power: float = 2.0
+) -> Fusion:
+    """Keyword weight falling from ``short`` at <= short_words to ``long`` at >= long_words (and
+    per_coverage more with the query's coverage): a long query holds many rare words, so its
+    keyword match says less about each."""
+
+    def score(c: Candidate, q: Question) -> float:
+        t = min(1.0, max(0.0, (q.words - short_words) / (long_words - short_words)))
+        alpha = min(0.95, short + (long - short) * t + per_coverage * c.query_coverage * (1 - t))
+        relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
+        keyword = relative**power * c.coverage
+        return alpha * keyword + (1 - alpha) * c.cosine + 0.05 * c.title_coverage + 0.02 * min(c.linked_from, 2)
+
+    return score
+
+
+def z_scores(weight: float) -> Fusion:
+    """Each list's value standardised over its own candidates, then mixed: no list dominates by scale."""
+
+    def score(c: Candidate, q: Question) -> float:
+        return weight * c._kz + (1 - weight) * c._vz  # type: ignore[attr-defined]
+
+    return score
+
+
+FUSIONS: dict[str, Fusion] = {
+    "tars": tars,
     "rrf60": rrf(60),
-    "rrf20 kw.7": rrf(20, 0.7),
-    **{f"cc bm25 {a:.2f}": convex(a) for a in (0.2, 0.25, 0.3, 0.35, 0.4)},
-    **{f"cc cov {a:.2f}": convex(a, "coverage") for a in (0.25, 0.3, 0.35)},
-    **{f"cc mix {a:.2f}": convex(a, "mix") for a in (0.25, 0.3, 0.35, 0.4)},
-    **{f"cc mix .3 title {t}": convex(0.3, "mix", title=t) for t in (0.05, 0.1)},
-    "tars (search.py)": lambda c: fuse_tars(c) + (10.0 if c.keyword_rank == 1 and c.vector_rank == 1 else 0.0),
+    "cap0.5": capped(0.5),
+    "cap0.45": capped(0.45),
+    "len.5-.3": by_length(0.5, 0.3),
+    "len.6-.3": by_length(0.6, 0.3),
+    "len.5-.2": by_length(0.5, 0.2),
+    "len.6-.25": by_length(0.6, 0.25),
+    "z.5": z_scores(0.5),
+    "z.4": z_scores(0.4),
 }
 
 
-def evaluate(questions: list[Question], fusion: Callable[[Candidate], float], key: Callable[[str], str]) -> dict[str, list[float]]:
-    per_style: dict[str, list[tuple[float, float, float]]] = {}
+def standardise(questions: list[Question]) -> None:
+    """Give each candidate _kz and _vz: its BM25 share and cosine as z-scores within the question."""
     for q in questions:
-        ranked = [key(c.path) for c in sorted(q.candidates, key=lambda c: (-fusion(c), c.path))][:10]
-        per_style.setdefault(q.style, []).append((ndcg(ranked, q.grades, 10), mrr(ranked, q.grades, 10), recall(ranked, q.grades, 5)))
-    table = {style: [sum(v[i] for v in values) / len(values) for i in range(3)] for style, values in per_style.items()}
-    everything = [v for values in per_style.values() for v in values]
-    table["all"] = [sum(v[i] for v in everything) / len(everything) for i in range(3)]
-    return table
+        for attr, value in (("_kz", lambda c: (c.bm25 / c.top_bm25 if c.top_bm25 else 0.0) * c.coverage), ("_vz", lambda c: c.cosine)):
+            values = [value(c) for c in q.candidates]
+            mean = sum(values) / len(values) if values else 0.0
+            spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
+            for c, v in zip(q.candidates, values, strict=True):
+                setattr(c, attr, (v - mean) / spread if spread else 0.0)
 
 
-def gather(engine, questions: list[Question]) -> None:
-    searcher: Searcher = engine.searcher
-    for number, q in enumerate(questions, 1):
-        q.candidates, error = searcher.candidates(q.query, DEPTH)
-        assert error is None, error
-        searcher.rank(q.candidates, "hybrid")  # counts the links among the top hits, as search() does
-        if number % 50 == 0:
-            log(f"  {number}/{len(questions)} questions")
+def ranked(q: Question, fusion: Fusion, both_first: bool = True) -> list[str]:
+    order = sorted(
+        q.candidates,
+        key=lambda c: (both_first and not (c.keyword_rank == 1 and c.vector_rank == 1), -fusion(c, q), c.path),
+    )
+    return [c.path for c in order]
 
 
-def dendron_questions(db: Path) -> tuple[list[Question], object]:
-    golden = [json.loads(line) for line in (REPO / "bench" / "golden" / "dendron.jsonl").read_text().splitlines() if line.strip()]
-    engine = open_engine(DENDRON, db)
-    engine.indexer.sync(progress=None)
-    return [Question(g["query"], g["relevant"], g["style"]) for g in golden], engine
-
-
-def scifact_questions(db: Path, vault: Path) -> tuple[list[Question], object]:
-    qrels, queries = scifact_qrels(), scifact_queries()
-    if not vault.exists():
-        vault.mkdir(parents=True)
-        for doc in scifact_corpus():
-            (vault / f"{doc['_id']}.md").write_text(note_markdown(doc["title"], doc["text"]), encoding="utf-8")
-    engine = open_engine(vault, db)
-    engine.indexer.sync(progress=None)
-    return [Question(queries[qid], dict.fromkeys(docs, 1), "scifact") for qid, docs in qrels.items()], engine
+def figures(questions: list[Question], fusion: Fusion, both_first: bool) -> tuple[float, float]:
+    if not questions:
+        return math.nan, math.nan
+    lists = [ranked(q, fusion, both_first) for q in questions]
+    n = len(questions)
+    return (
+        sum(ndcg(r, q.grades, 10) for r, q in zip(lists, questions, strict=True)) / n,
+        sum(mrr(r, q.grades, 10) for r, q in zip(lists, questions, strict=True)) / n,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cache = Path(tempfile.gettempdir()) / "tars-study"
-    parser.add_argument("--dendron-db", type=Path, default=cache / "dendron.sqlite3")
-    parser.add_argument("--scifact-db", type=Path, default=cache / "scifact.sqlite3")
-    parser.add_argument("--scifact-vault", type=Path, default=cache / "scifact-vault")
-    parser.add_argument("--only", choices=("dendron", "scifact"))
-    parser.add_argument("--fusions", nargs="*", default=list(FUSIONS))
+    parser.add_argument("--sets", nargs="+", choices=NAMES, default=list(NAMES))
+    parser.add_argument("--split", choices=("dev", "held-out"), default="dev")
+    parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set's split")
+    parser.add_argument("--fusions", nargs="+", choices=FUSIONS, default=list(FUSIONS))
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a tarsd.search.searcher setting for the candidate lists"
+    )
     args = parser.parse_args()
+    for assignment in args.set:
+        name, _, value = assignment.partition("=")
+        if not hasattr(searcher, name):
+            sys.exit(f"tarsd.search.searcher has no setting {name}")
+        setattr(searcher, name, type(getattr(searcher, name))(value))
 
-    sets = []
-    if args.only in (None, "dendron"):
-        log("gathering Dendron candidates")
-        questions, engine = dendron_questions(args.dendron_db)
-        gather(engine, questions)
-        engine.close()
-        sets.append(("Dendron golden set (90 questions)", questions, lambda path: path))
-    if args.only in (None, "scifact"):
-        log("gathering SciFact candidates")
-        questions, engine = scifact_questions(args.scifact_db, args.scifact_vault)
-        gather(engine, questions)
-        engine.close()
-        sets.append(("SciFact test (300 queries)", questions, lambda path: Path(path).stem))
-
-    for title, questions, key in sets:
-        results = {name: evaluate(questions, FUSIONS[name], key) for name in args.fusions}
-        styles = ["all", *sorted({q.style for q in questions} - {"all"})] if len({q.style for q in questions}) > 1 else ["all"]
-        rows = []
-        for name, table in results.items():
-            rows.append([name, *(f"{table[style][0]:.3f}" for style in styles), f"{table['all'][1]:.3f}", f"{table['all'][2]:.3f}"])
-        print_table(["fusion", *(f"nDCG {s}" for s in styles), "MRR all", "R@5 all"], rows, title)
-        print(f"(best nDCG overall: {max(results, key=lambda n: results[n]['all'][0])})")
+    data = {name: collect(name, args.split, args.queries) for name in args.sets}
+    for questions in data.values():
+        standardise(questions)
+    groups = [(name, band) for name in args.sets for band in ("all", *LENGTH_BANDS)]
+    rows, summary = [], []
+    for fusion_name in args.fusions:
+        worst, means = math.inf, []
+        for name, band in groups:
+            questions = [q for q in data[name] if band == "all" or q.length == band]
+            if not questions or (band != "all" and len(questions) == len(data[name])):
+                continue
+            fts = figures(questions, keyword_order, False)
+            vec = figures(questions, vector_order, False)
+            hybrid = figures(questions, FUSIONS[fusion_name], True)
+            gaps = [hybrid[i] - max(fts[i], vec[i]) for i in range(2)]
+            worst = min(worst, *gaps)
+            if band == "all":
+                means.append(hybrid[0])
+            rows.append(
+                [
+                    fusion_name,
+                    name,
+                    band,
+                    len(questions),
+                    f"{fts[0]:.3f}",
+                    f"{vec[0]:.3f}",
+                    f"{hybrid[0]:.3f}",
+                    f"{hybrid[1]:.3f}",
+                    f"{gaps[0]:+.3f}",
+                    f"{gaps[1]:+.3f}",
+                ]
+            )
+        summary.append([fusion_name, f"{sum(means) / len(means):.4f}", f"{worst:+.3f}", "yes" if worst >= -TOLERANCE else "NO"])
+    print_table(
+        ["fusion", "set", "words", "n", "fts nDCG", "vec nDCG", "hyb nDCG", "hyb MRR", "gap nDCG", "gap MRR"], rows, f"split: {args.split}"
+    )
+    print_table(["fusion", "mean hybrid nDCG over sets", "worst gap (nDCG or MRR)", "rule met"], summary, "summary")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,234 @@
+"""Search quality on four judged sets of different shapes (bench/search_sets.py): nDCG@10,
+MRR@10 and Recall@5 per mode, per query-length band and per split, and how often a hit in
+each score band is relevant.
+
+Each set's notes are indexed by the real pipeline with the real local model, into databases
+cached under the temp dir (TARS_BENCH_CACHE moves them); a re-run only syncs what changed,
+and re-chunks every note (re-using cached vectors) when the indexing code changed. Every query
+runs in every mode with limit 10, one result per note.
+
+The rule the tables check: in every set, split and length band, hybrid is not below the best
+single mode by more than 0.005, on nDCG@10 and on MRR@10. Tune on ``dev``; ``held-out`` is
+the figure to report.
+
+    python bench/search_quality.py [--sets scifact dendron arguana squad] [--modes fts vec hybrid]
+                                   [--split dev|held-out] [--queries N] [--json out.json] [--explain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import MODEL_DIR, index_with_vectors, log, met, mrr, ndcg, open_engine, print_table, recall
+from search_sets import LENGTH_BANDS, NAMES, QuerySet, length_band, load, split_of
+
+MODES = ("fts", "vec", "hybrid")
+LIMIT = 10
+METRICS = ("nDCG@10", "MRR@10", "R@5")
+BANDS = ("relevant", "kinda", "maybe", "not")
+TOLERANCE = 0.005  # hybrid may trail the best single mode by this much
+REPO = Path(__file__).resolve().parents[1]
+# The packages whose code decides what lands in the index; a change to any re-chunks every note.
+INDEX_PACKAGES = ("config", "markdown", "vault", "embed", "store", "index")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TARS_BENCH_CACHE", Path(tempfile.gettempdir()) / "tars-bench"))
+
+
+def index_stamp() -> str:
+    digest = hashlib.sha256()
+    for package in INDEX_PACKAGES:
+        for path in sorted((REPO / "tarsd" / package).glob("*.py")):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def vault_for(query_set: QuerySet, cache: Path) -> Path:
+    """The set's own vault, or its notes written once under cache."""
+    if query_set.vault is not None:
+        return query_set.vault.resolve()
+    notes = list(query_set.notes())
+    key = hashlib.sha256("".join(f"{path}\0{text}\0" for path, text in notes).encode()).hexdigest()[:12]
+    vault = cache / f"vault-{query_set.name}-{key}"
+    done = vault / ".written"
+    if not done.exists():
+        log(f"[{query_set.name}] writing {len(notes):,} notes into {vault}")
+        for path, text in notes:
+            target = vault / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        done.touch()
+    return vault
+
+
+def open_index(query_set: QuerySet, vault: Path, cache: Path):
+    """An engine on the set's vault whose index holds every note with its vectors."""
+    key = hashlib.sha256("\0".join(map(str, (REPO, vault, MODEL_DIR.resolve()))).encode()).hexdigest()[:12]
+    db = cache / f"{query_set.name}-{key}.sqlite3"
+    stamp_file = db.with_name(db.name + ".bench.json")
+    stamp = index_stamp()
+    try:
+        previous = json.loads(stamp_file.read_text(encoding="utf-8")).get("index_sources")
+    except (OSError, ValueError):
+        previous = None
+    full = db.exists() and previous != stamp
+    log(f"[{query_set.name}] index {db} ({'re-chunking every note' if full else 'incremental sync' if db.exists() else 'new'})")
+    engine = open_engine(vault, db)
+    index_with_vectors(engine, full=full)
+    stamp_file.write_text(json.dumps({"index_sources": stamp}) + "\n", encoding="utf-8")
+    return engine
+
+
+def run(engine, query_set: QuerySet, modes: list[str]) -> list[dict]:
+    """Every query in every mode: the ranked notes with their bands, and the metrics."""
+    results = []
+    for query in query_set.queries:
+        entry = {
+            "id": query.id,
+            "split": split_of(query_set.name, query.id),
+            "length": length_band(query.text),
+            "style": query.style,
+            "query": query.text,
+            "grades": query.grades,
+            "modes": {},
+        }
+        for mode in modes:
+            response = engine.searcher.search(query.text, mode=mode, limit=LIMIT + len(query.ignore), per_file=True)
+            if response.mode != mode:
+                sys.exit(f"{mode} search fell back to {response.mode}: {'; '.join(response.warnings)}")
+            hits = [r for r in response.results if r.path not in query.ignore][:LIMIT]
+            ranked = [r.path for r in hits]
+            entry["modes"][mode] = {
+                "ranked": ranked,
+                "bands": [r.band for r in hits],
+                "scores": [round(r.score, 4) for r in hits],
+                "nDCG@10": ndcg(ranked, query.grades, 10),
+                "MRR@10": mrr(ranked, query.grades, 10),
+                "R@5": recall(ranked, query.grades, 5),
+            }
+        results.append(entry)
+    return results
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def groups(results: list[dict]) -> list[tuple[str, str, list[dict]]]:
+    """(split, length band, results): each split whole, then by length band, those not empty."""
+    out = []
+    for split in ("dev", "held-out"):
+        in_split = [r for r in results if r["split"] == split]
+        out.append((split, "all", in_split))
+        if len({r["length"] for r in in_split}) > 1:
+            out += [(split, band, [r for r in in_split if r["length"] == band]) for band in LENGTH_BANDS]
+    return [(split, band, group) for split, band, group in out if group]
+
+
+def quality_table(name: str, results: list[dict], modes: list[str]) -> list[str]:
+    """Prints the set's metrics; returns where hybrid trails the best single mode by more than TOLERANCE."""
+    rows, misses = [], []
+    singles = [m for m in modes if m != "hybrid"]
+    for split, band, group in groups(results):
+        means = {m: {k: mean([r["modes"][m][k] for r in group]) for k in METRICS} for m in modes}
+        row: list[object] = [split, band, len(group)]
+        for metric in METRICS:
+            row += [f"{means[m][metric]:.3f}" for m in modes]
+        if "hybrid" in modes and singles:
+            gaps = []
+            for metric in ("nDCG@10", "MRR@10"):
+                gap = means["hybrid"][metric] - max(means[m][metric] for m in singles)
+                gaps.append(f"{gap:+.3f}")
+                if gap < -TOLERANCE:
+                    misses.append(f"{name} {split} {band}: hybrid {metric} {gap:+.3f} against the best single mode")
+            row += gaps + [met(all(float(g) >= -TOLERANCE for g in gaps))]
+        rows.append(row)
+    headers = ["split", "words", "n"] + [f"{m} {metric}" for metric in METRICS for m in modes]
+    if "hybrid" in modes and singles:
+        headers += ["hyb-best nDCG", "hyb-best MRR", "rule met"]
+    print_table(headers, rows, f"{name}: {len(results)} queries")
+    return misses
+
+
+def reliability_table(name: str, results: list[dict], modes: list[str]) -> None:
+    """For each mode and band: how many of the top-10 hits fell in it, and the share relevant."""
+    rows = []
+    for split in ("dev", "held-out"):
+        for mode in modes:
+            row: list[object] = [split, mode]
+            for band in BANDS:
+                judged = [
+                    r["grades"].get(path, 0) > 0
+                    for r in results
+                    if r["split"] == split
+                    for path, hit_band in zip(r["modes"][mode]["ranked"], r["modes"][mode]["bands"], strict=True)
+                    if hit_band == band
+                ]
+                row += [len(judged), f"{mean([float(j) for j in judged]):.2f}" if judged else "-"]
+            rows.append(row)
+    headers = ["split", "mode"] + [f"{band} {what}" for band in BANDS for what in ("hits", "relevant")]
+    print_table(headers, rows, f"{name}: how often a top-10 hit in each band is judged relevant (targets: relevant >= 0.80, not <= 0.10)")
+
+
+def explain(results: list[dict], modes: list[str]) -> None:
+    """Per query and mode: the rank of each relevant note (- when not in the top 10) and the top 3."""
+    for r in results:
+        print(f"\n[{r['id']}] ({r['split']}, {r['length']} words{', ' + r['style'] if r['style'] else ''}) {r['query'][:200]}")
+        for path, grade in sorted(r["grades"].items(), key=lambda item: -item[1]):
+            ranks = "  ".join(f"{m} {r['modes'][m]['ranked'].index(path) + 1 if path in r['modes'][m]['ranked'] else '-'}" for m in modes)
+            print(f"  {grade} {path}: {ranks}")
+        for m in modes:
+            top = ", ".join(
+                f"{p.removesuffix('.md')} [{b}]" for p, b in zip(r["modes"][m]["ranked"][:3], r["modes"][m]["bands"][:3], strict=True)
+            )
+            print(f"  {m:6} nDCG {r['modes'][m]['nDCG@10']:.2f}  top: {top}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sets", nargs="+", choices=NAMES, default=list(NAMES), help="query sets (default: all four)")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="search modes (default: all three)")
+    parser.add_argument("--split", choices=("dev", "held-out"), help="only this split's queries (default: both, reported apart)")
+    parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set (after --split)")
+    parser.add_argument("--json", type=Path, help="write the per-query results (ranked notes, bands, metrics) here")
+    parser.add_argument("--explain", action="store_true", help="print where each relevant note ranked, per query and mode")
+    args = parser.parse_args()
+
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    report, misses = {}, []
+    for name in args.sets:
+        query_set = load(name, cache)
+        if args.split:
+            query_set.queries = [q for q in query_set.queries if split_of(name, q.id) == args.split]
+        if args.queries:
+            query_set.queries = query_set.queries[: args.queries]
+        engine = open_index(query_set, vault_for(query_set, cache), cache)
+        try:
+            started = time.perf_counter()
+            results = run(engine, query_set, args.modes)
+            log(f"[{name}] {len(results):,} queries x {len(args.modes)} modes in {time.perf_counter() - started:,.1f} s")
+        finally:
+            engine.close()
+        if args.explain:
+            explain(results, args.modes)
+        misses += quality_table(name, results, args.modes)
+        reliability_table(name, results, args.modes)
+        report[name] = results
+    if args.json:
+        args.json.write_text(json.dumps(report, ensure_ascii=False) + "\n", encoding="utf-8")
+    print("\nhybrid >= best single mode - 0.005 (nDCG@10, MRR@10) in every set, split and length band:", met(not misses))
+    for miss in misses:
+        print(f"  {miss}")
+
+
+if __name__ == "__main__":
+    main()
