@@ -123,14 +123,17 @@ def mean(values: list[float]) -> float:
 
 
 def groups(results: list[dict]) -> list[tuple[str, str, list[dict]]]:
-    """(split, length band, results): each split whole, then by length band, those not empty."""
+    """(split, group, results): each split whole, then by length band and by question style
+    (the golden set's), those not empty."""
     out = []
     for split in ("dev", "held-out"):
         in_split = [r for r in results if r["split"] == split]
         out.append((split, "all", in_split))
         if len({r["length"] for r in in_split}) > 1:
-            out += [(split, band, [r for r in in_split if r["length"] == band]) for band in LENGTH_BANDS]
-    return [(split, band, group) for split, band, group in out if group]
+            out += [(split, f"{band} words", [r for r in in_split if r["length"] == band]) for band in LENGTH_BANDS]
+        for style in sorted({r["style"] for r in in_split if r["style"]}):
+            out.append((split, style, [r for r in in_split if r["style"] == style]))
+    return [(split, name, group) for split, name, group in out if group]
 
 
 def quality_table(name: str, results: list[dict], modes: list[str]) -> list[str]:
@@ -151,7 +154,7 @@ def quality_table(name: str, results: list[dict], modes: list[str]) -> list[str]
                     misses.append(f"{name} {split} {band}: hybrid {metric} {gap:+.3f} against the best single mode")
             row += gaps + [met(all(float(g) >= -TOLERANCE for g in gaps))]
         rows.append(row)
-    headers = ["split", "words", "n"] + [f"{m} {metric}" for metric in METRICS for m in modes]
+    headers = ["split", "queries", "n"] + [f"{m} {metric}" for metric in METRICS for m in modes]
     if "hybrid" in modes and singles:
         headers += ["hyb-best nDCG", "hyb-best MRR", "rule met"]
     print_table(headers, rows, f"{name}: {len(results)} queries")
