@@ -164,9 +164,15 @@ def _add_setup_commands(commands) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    # `tarsctl search x | head`: stop quietly when the reader goes away, as other tools do.
+def entry() -> None:
+    """The tarsctl command. `tarsctl search x | head` stops quietly when the reader goes away,
+    as other tools do: set here rather than in main(), which Python code (tests among it) calls
+    in-process and whose own writes to a closed pipe must stay an exception, not a silent exit."""
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.exit(main())
+
+
+def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     for name in ("query", "fact", "message", "text"):
         if isinstance(getattr(args, name, None), list):
@@ -559,4 +565,4 @@ COMMANDS = {
 }
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
