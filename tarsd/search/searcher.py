@@ -25,6 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tarsctl.protocol import Explain, Hit
 from tarsd.embed.embedder import Embedder, EmbedderUnavailable
 from tarsd.markdown.tokens import query_phrase, shown_text
 from tarsd.search.graph import NoteGraph
@@ -36,6 +37,9 @@ BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
 MAX_QUERY_TERMS = 32
 SNIPPET_TOKENS = 24
 SNIPPET_CHARS = 240
+# A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
+# the socket's 64 MiB reply cap (chunks are bounded; this also bounds any older, larger row).
+MAX_HIT_TEXT = 16_000
 # A hybrid search answers from keywords rather than wait longer for the query's vector.
 VECTOR_TIMEOUT_SECONDS = 5.0
 # Passages taken from each list before fusing, whatever the limit (see search()).
@@ -64,25 +68,11 @@ class SearchError(Exception):
     """The search cannot run as asked; the message says why and what to do."""
 
 
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    path: str
-    title: str
-    heading_path: str
-    start_line: int
-    end_line: int
-    snippet: str
-    score: float
-    band: str
-    memory_type: str
-    text: str
-    chunk_id: int
-    explain: Candidate | None = None  # the signals behind the score, when asked for
-
-
 @dataclass(slots=True)
 class SearchResponse:
-    results: list[SearchResult] = field(default_factory=list)
+    # The wire's Hit is the engine's result too: every door and the chat tools show the same
+    # fields, built once here.
+    results: list[Hit] = field(default_factory=list)
     mode: str = "hybrid"  # the mode actually used (hybrid falls back to fts without an embedder)
     warnings: list[str] = field(default_factory=list)
 
@@ -135,6 +125,22 @@ def fuse_tars(c: Candidate) -> float:
     relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
     keyword = relative * relative * c.coverage
     return alpha * keyword + (1 - alpha) * c.cosine + TITLE_BOOST * c.title_coverage + LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP)
+
+
+def signals(c: Candidate) -> Explain:
+    """What ``--explain`` shows of a candidate: its signals, rounded, and the boosts they gave."""
+    return Explain(
+        keyword_rank=c.keyword_rank,
+        bm25=round(c.bm25, 4),
+        coverage=round(c.coverage, 4),
+        title_coverage=round(c.title_coverage, 4),
+        vector_rank=c.vector_rank,
+        cosine=round(c.cosine, 4),
+        title_boost=round(TITLE_BOOST * c.title_coverage, 4),
+        link_boost=round(LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP), 4),
+        linked_from=c.linked_from,
+        fused=round(c.fused, 4),
+    )
 
 
 def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
@@ -267,7 +273,7 @@ class Searcher:
                 continue
             snippet = shown_text(" ".join((snippets.get(chunk) or _fallback_snippet(row, terms, marks)).split()))
             response.results.append(
-                SearchResult(
+                Hit(
                     path=row.path,
                     title=row.title,
                     heading_path=row.heading_path,
@@ -277,9 +283,8 @@ class Searcher:
                     score=round(score, 4),
                     band=band(score),
                     memory_type=row.memory_type,
-                    text=row.text,
-                    chunk_id=row.id,
-                    explain=explained[chunk] if explain else None,
+                    text=row.text[:MAX_HIT_TEXT],
+                    explain=signals(explained[chunk]) if explain else None,
                 )
             )
         return response

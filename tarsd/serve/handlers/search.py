@@ -10,8 +10,6 @@ from collections.abc import AsyncIterator
 
 from tarsctl.protocol import (
     Error,
-    Explain,
-    Hit,
     LinkHit,
     Links,
     LinksReply,
@@ -28,32 +26,13 @@ from tarsctl.protocol import (
 )
 from tarsd.markdown.tags import normalise as normalise_tag
 from tarsd.memory import sessions
-from tarsd.search.searcher import LINK_BOOST, LINK_BOOST_CAP, MODES, TITLE_BOOST, Candidate, SearchError
+from tarsd.search.searcher import MODES, SearchError
 from tarsd.serve.handlers.common import Peer, RequestError, find_note
 from tarsd.serve.parts import DaemonParts
 from tarsd.serve.status import coverage
 from tarsd.store.database import Filter
 from tarsd.vault.files import MEMORY_TYPES, memory_type
 from tarsd.vault.notes import NoteError, read_lines
-
-# A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
-# the 64 MiB reply cap.
-MAX_HIT_TEXT = 16_000
-
-
-def explain(c: Candidate) -> Explain:
-    return Explain(
-        keyword_rank=c.keyword_rank,
-        bm25=round(c.bm25, 4),
-        coverage=round(c.coverage, 4),
-        title_coverage=round(c.title_coverage, 4),
-        vector_rank=c.vector_rank,
-        cosine=round(c.cosine, 4),
-        title_boost=round(TITLE_BOOST * c.title_coverage, 4),
-        link_boost=round(LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP), 4),
-        linked_from=c.linked_from,
-        fused=round(c.fused, 4),
-    )
 
 
 async def search(daemon: DaemonParts, request: Search, _peer: Peer) -> AsyncIterator[Message]:
@@ -97,27 +76,11 @@ async def search_reply(daemon: DaemonParts, request: Search) -> Message:
     warnings = list(response.warnings)
     if not settled:
         warnings.append("some notes saved a moment ago were still being indexed: search again for them")
-    hits = [
-        Hit(
-            path=r.path,
-            title=r.title,
-            heading_path=r.heading_path,
-            start_line=r.start_line,
-            end_line=r.end_line,
-            snippet=r.snippet,
-            score=r.score,
-            band=r.band,
-            memory_type=r.memory_type,
-            text=r.text[:MAX_HIT_TEXT],  # chunks are bounded; this also bounds any older, larger row
-            explain=None if r.explain is None else explain(r.explain),
-        )
-        for r in response.results
-    ]
     elapsed = (time.perf_counter() - started) * 1000
     return SearchResults(
         id=request.id,
         mode=response.mode,
-        results=hits,
+        results=response.results,
         warnings=warnings,
         elapsed_ms=round(elapsed, 2),
         coverage=coverage(daemon.queue, daemon.engine, daemon.watcher),
