@@ -42,6 +42,7 @@ class Question:
     length: str
     words: int
     candidates: list[Candidate] = field(default_factory=list)
+    z: dict[int, tuple[float, float]] = field(default_factory=dict)  # id(candidate) -> (keyword, cosine) z-scores
 
 
 def collect(name: str, split: str, limit: int) -> list[Question]:
@@ -122,7 +123,8 @@ def z_scores(weight: float) -> Fusion:
     """Each list's value standardised over its own candidates, then mixed: no list dominates by scale."""
 
     def score(c: Candidate, q: Question) -> float:
-        return weight * c._kz + (1 - weight) * c._vz  # type: ignore[attr-defined]
+        keyword, cosine = q.z[id(c)]
+        return weight * keyword + (1 - weight) * cosine
 
     return score
 
@@ -142,14 +144,17 @@ FUSIONS: dict[str, Fusion] = {
 
 
 def standardise(questions: list[Question]) -> None:
-    """Give each candidate _kz and _vz: its BM25 share and cosine as z-scores within the question."""
+    """Each candidate's BM25 share and cosine as z-scores within its question."""
+
+    def z(values: list[float]) -> list[float]:
+        mean = sum(values) / len(values) if values else 0.0
+        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
+        return [(v - mean) / spread if spread else 0.0 for v in values]
+
     for q in questions:
-        for attr, value in (("_kz", lambda c: (c.bm25 / c.top_bm25 if c.top_bm25 else 0.0) * c.coverage), ("_vz", lambda c: c.cosine)):
-            values = [value(c) for c in q.candidates]
-            mean = sum(values) / len(values) if values else 0.0
-            spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
-            for c, v in zip(q.candidates, values, strict=True):
-                setattr(c, attr, (v - mean) / spread if spread else 0.0)
+        keyword = z([(c.bm25 / c.top_bm25 if c.top_bm25 else 0.0) * c.coverage for c in q.candidates])
+        cosine = z([c.cosine for c in q.candidates])
+        q.z = {id(c): (k, v) for c, k, v in zip(q.candidates, keyword, cosine, strict=True)}
 
 
 def ranked(q: Question, fusion: Fusion, both_first: bool = True) -> list[str]:
@@ -171,12 +176,35 @@ def figures(questions: list[Question], fusion: Fusion, both_first: bool) -> tupl
     )
 
 
+def reliability(data: dict[str, list[Question]], fusion: Fusion, value: Callable[[Candidate, Question], float], bins: list[float]) -> None:
+    """How often a top-10 hit is relevant, by the value it would be shown from (``value``), per
+    bin: each set's share, and their mean (each set weighs the same)."""
+    rows = []
+    edges = [*bins, math.inf]
+    for low, high in zip(edges, edges[1:], strict=False):
+        row: list[object] = [f"{low:.2f}-{high:.2f}"]
+        shares = []
+        for questions in data.values():
+            judged = []
+            for q in questions:
+                order = sorted(q.candidates, key=lambda c: (not (c.keyword_rank == 1 and c.vector_rank == 1), -fusion(c, q), c.path))[:10]
+                judged += [q.grades.get(c.path, 0) > 0 for c in order if low <= value(c, q) < high]
+            share = sum(judged) / len(judged) if judged else math.nan
+            row += [len(judged), "-" if math.isnan(share) else f"{share:.2f}"]
+            if judged:
+                shares.append(share)
+        row.append(f"{sum(shares) / len(shares):.2f}" if shares else "-")
+        rows.append(row)
+    print_table(["value", *[f"{name} {what}" for name in data for what in ("n", "rel")], "mean rel"], rows, "reliability by value")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", nargs="+", choices=NAMES, default=list(NAMES))
     parser.add_argument("--split", choices=("dev", "held-out"), default="dev")
     parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set's split")
     parser.add_argument("--fusions", nargs="+", choices=FUSIONS, default=list(FUSIONS))
+    parser.add_argument("--reliability", choices=FUSIONS, help="print how often a hit is relevant by this fusion's value")
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a tarsd.search.searcher setting for the candidate lists"
     )
@@ -224,6 +252,9 @@ def main() -> None:
         ["fusion", "set", "words", "n", "fts nDCG", "vec nDCG", "hyb nDCG", "hyb MRR", "gap nDCG", "gap MRR"], rows, f"split: {args.split}"
     )
     print_table(["fusion", "mean hybrid nDCG over sets", "worst gap (nDCG or MRR)", "rule met"], summary, "summary")
+    if args.reliability:
+        fusion = FUSIONS[args.reliability]
+        reliability(data, fusion, fusion, [0.0, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8])
 
 
 if __name__ == "__main__":

@@ -305,7 +305,8 @@ def _why(explain) -> str:
         keyword = f"keyword #{explain.keyword_rank} (bm25 {explain.bm25:.2f}, covers {explain.coverage:.0%})"
     vector = f"vector #{explain.vector_rank} (cosine {explain.cosine:.2f})" if explain.vector_rank else "no vector match"
     boosts = [f"{name} +{value:.2f}" for name, value in (("title", explain.title_boost), ("links", explain.link_boost)) if value]
-    return "; ".join([keyword, vector, *boosts, f"fused {explain.fused:.3f}"])
+    named = ["the query is its name"] if explain.named else []
+    return "; ".join([*named, keyword, vector, *boosts, f"fused {explain.fused:.3f}"])
 
 
 def _links(client: Client, args) -> int:

@@ -265,6 +265,7 @@ class Explain(msgspec.Struct):
     link_boost: float = 0.0
     linked_from: int = 0  # other top hits that link to it
     fused: float = 0.0  # the ranking value before it is mapped onto the bands
+    named: bool = False  # the query is the note's file name, title or an alias: it leads
 
 
 class Hit(msgspec.Struct, omit_defaults=True):

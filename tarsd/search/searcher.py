@@ -34,7 +34,7 @@ from tarsd.store.database import NO_FILTER, ChunkRow, Filter, Store
 Mode = Literal["fts", "vec", "hybrid"]
 MODES = ("fts", "vec", "hybrid")
 BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
-MAX_QUERY_TERMS = 32
+MAX_QUERY_TERMS = 32  # the keyword query reports which phrases a passage holds as a 32-bit set
 SNIPPET_TOKENS = 24
 SNIPPET_CHARS = 240
 # A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
@@ -49,6 +49,8 @@ CANDIDATE_DEPTH = 300
 KEYWORD_POSTINGS_BUDGET = 20_000
 # The keyword hits whose coverage says how well keywords answer the query.
 QUERY_COVERAGE_TOP = 10
+# A query of at most this many words may be a note's name (see name_key).
+NAME_QUERY_WORDS = 8
 
 # Words too common to help a keyword match; dropped unless the query is nothing else.
 STOPWORDS = frozenset(
@@ -93,6 +95,7 @@ class Candidate:
     vector_rank: int = 0  # 1-based among notes in the vector list; 0: not in it
     cosine: float = 0.0  # of its nearest passage (measured even when the vector top-k missed it)
     linked_from: int = 0  # other top hits that link to it
+    named: bool = False  # the query is the note's name: its file name, title or an alias
     keyword_chunk: int = 0
     fused: float = 0.0  # the mode's ranking value
     score: float = 0.0  # what is shown: 0..1 on the bands' scale
@@ -116,6 +119,7 @@ LINK_TOP = 20  # the top hits whose links count
 FUSED_ANCHORS = ((0.0, 0.0), (0.30, 0.25), (0.45, 0.50), (0.60, 0.75), (1.0, 1.0))
 # all-MiniLM-L6-v2 cosines: a nonsense query's best is about 0.33, relevant passages about 0.6.
 COSINE_ANCHORS = ((0.0, 0.0), (0.45, 0.25), (0.55, 0.50), (0.65, 0.75), (0.85, 1.0))
+KEYWORD_ANCHORS = FUSED_ANCHORS
 RELEVANT = 0.75
 
 
@@ -140,6 +144,7 @@ def signals(c: Candidate) -> Explain:
         link_boost=round(LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP), 4),
         linked_from=c.linked_from,
         fused=round(c.fused, 4),
+        named=c.named,
     )
 
 
@@ -152,15 +157,15 @@ def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
 
 
 def affordable_phrases(frequencies: list[int]) -> list[int]:
-    """The phrases (indices, in query order) the keyword search looks for: all of them, unless
-    together they appear in more than KEYWORD_POSTINGS_BUDGET passages; then the rarest that fit
-    (at least one). FTS5 scores every passage holding any of an OR's words, so in a big vault a
-    question's common words ("methods", "lack") cost hundreds of milliseconds while moving
-    almost nothing: their IDF is near zero (bench/search_scale.py)."""
-    if sum(frequencies) <= KEYWORD_POSTINGS_BUDGET:
-        return list(range(len(frequencies)))
+    """The phrases (indices, in query order) the keyword search looks for: the rarest
+    MAX_QUERY_TERMS of them (a paragraph-long query's first words are no better than its
+    others, and its rare words say most), and of those only the rarest that together appear in
+    at most KEYWORD_POSTINGS_BUDGET passages (at least one). FTS5 scores every passage holding
+    any of an OR's words, so in a big vault a question's common words ("methods", "lack") cost
+    hundreds of milliseconds while moving almost nothing: their IDF is near zero
+    (bench/search_scale.py)."""
     kept, used = [], 0
-    for i in sorted(range(len(frequencies)), key=lambda i: frequencies[i]):
+    for i in sorted(range(len(frequencies)), key=lambda i: (frequencies[i], i))[:MAX_QUERY_TERMS]:
         if kept and used + frequencies[i] > KEYWORD_POSTINGS_BUDGET:
             break
         kept.append(i)
@@ -209,13 +214,26 @@ def query_parts(text: str) -> list[str]:
     useful = [t for t in terms if t[0].lower() not in STOPWORDS] or terms
     for word, prefix in useful:
         parts.append(f'"{query_phrase(word)}"*' if prefix else f'"{query_phrase(word)}"')
-    return parts[:MAX_QUERY_TERMS]  # the keyword query reports matches as a 32-bit set
+    return parts  # the search keeps the rarest MAX_QUERY_TERMS (see affordable_phrases)
 
 
 def fts_query(text: str) -> str:
-    """The parts OR-ed: a natural question finds notes that share only some of its words;
-    BM25 ranks those sharing more, and rarer, words first. Empty: nothing to search."""
-    return " OR ".join(query_parts(text))
+    """The parts OR-ed (the first MAX_QUERY_TERMS): a natural question finds notes that share
+    only some of its words; BM25 ranks those sharing more, and rarer, words first. Empty:
+    nothing to search."""
+    return " OR ".join(query_parts(text)[:MAX_QUERY_TERMS])
+
+
+def name_key(text: str) -> str:
+    """A name as it is compared with a query: case, spacing and the marks around words (a
+    question mark, quotes, brackets) do not count."""
+    return " ".join(re.findall(r"\w+(?:[.'’-]\w+)*", text.casefold()))
+
+
+def note_name_keys(path: str, names: list[str]) -> set[str]:
+    """A note's names as keys: its file name without folder and extension, its title, its aliases."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    return {key for key in (name_key(stem), *(name_key(n) for n in names)) if key}
 
 
 def _query_terms(text: str) -> list[str]:
@@ -290,31 +308,43 @@ class Searcher:
         return response
 
     def rank(self, found: list[Candidate], mode: str) -> list[Candidate]:
-        """Order candidates for ``mode`` and give each its shown score."""
+        """Order candidates for ``mode`` and give each its shown score.
+
+        Two kinds of hit lead whatever the values say, and are relevant by any measure: the note
+        the query names (its file name, title or an alias: the user asked for it), then, in
+        hybrid, the note both searches put first (two independent judgements agree;
+        bench/search_fusion_study.py: better MRR, nothing lost)."""
         if mode == "fts":
-            ordered = sorted((c for c in found if c.keyword_rank), key=lambda c: c.keyword_rank)
-            for c in ordered:
+            pool = [c for c in found if c.keyword_rank]
+            for c in pool:
                 c.fused = keyword_value(c)
-                c.score = calibrate(c.fused, FUSED_ANCHORS)
-            return ordered
-        if mode == "vec":
-            ordered = sorted((c for c in found if c.vector_rank), key=lambda c: c.vector_rank)
-            for c in ordered:
+            order = {id(c): c.keyword_rank for c in pool}
+            anchors = KEYWORD_ANCHORS
+        elif mode == "vec":
+            pool = [c for c in found if c.vector_rank]
+            for c in pool:
                 c.fused = c.cosine
-                c.score = calibrate(c.cosine, COSINE_ANCHORS)
-            return ordered
-        for c in found:
-            c.fused = fuse_tars(c)
-        if self.graph is not None:
-            self._count_links(sorted(found, key=lambda c: (-c.fused, c.path))[:LINK_TOP])
-            for c in found:
+            order = {id(c): c.vector_rank for c in pool}
+            anchors = COSINE_ANCHORS
+        else:
+            pool = found
+            for c in pool:
                 c.fused = fuse_tars(c)
-        # The note both searches put first leads, and is relevant by any measure: two independent
-        # judgements agree (bench/search_fusion_study.py: better MRR, nothing lost).
-        ordered = sorted(found, key=lambda c: (not (c.keyword_rank == 1 and c.vector_rank == 1), -c.fused, c.path))
+            if self.graph is not None:
+                self._count_links(sorted(pool, key=lambda c: (-c.fused, c.path))[:LINK_TOP])
+                for c in pool:
+                    c.fused = fuse_tars(c)
+            by_value = sorted(pool, key=lambda c: (-c.fused, c.path))
+            order = {id(c): rank for rank, c in enumerate(by_value, 1)}
+            anchors = FUSED_ANCHORS
+
+        def agreed(c: Candidate) -> bool:
+            return mode == "hybrid" and c.keyword_rank == 1 and c.vector_rank == 1
+
+        ordered = sorted(pool, key=lambda c: (not c.named, not agreed(c), order[id(c)]))
         for c in ordered:
-            c.score = calibrate(c.fused, FUSED_ANCHORS)
-            if c.keyword_rank == 1 and c.vector_rank == 1:
+            c.score = calibrate(c.fused, anchors)
+            if c.named or agreed(c):
                 c.score = max(c.score, RELEVANT)
         for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
             above.score = max(above.score, below.score)  # shown scores never rise down the list
@@ -392,6 +422,11 @@ class Searcher:
             best = max((c.coverage for c in found.values() if 0 < c.keyword_rank <= QUERY_COVERAGE_TOP), default=0.0)
             for c in found.values():
                 c.query_coverage = best
+        key = name_key(query)
+        if key and len(key.split()) <= NAME_QUERY_WORDS:
+            names = self.store.note_names(sorted({c.path for c in found.values()}))
+            for c in found.values():
+                c.named = key in note_name_keys(c.path, names.get(c.path, []))
         return list(found.values()), vector_error
 
     def _phrase_frequencies(self, parts: list[str]) -> tuple[int, list[int]]:

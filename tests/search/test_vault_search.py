@@ -211,7 +211,8 @@ def test_a_note_both_searches_put_first_leads_and_is_relevant(dendron):
         both = [r for r in results if r.explain.keyword_rank == 1 and r.explain.vector_rank == 1]
         if both:
             found += 1
-            assert results[0] is both[0] and both[0].band == "relevant", query
+            named = [r for r in results if r.explain.named]  # a note the query names leads even so
+            assert results[len(named) if both[0] not in named else 0] is both[0] and both[0].band == "relevant", query
         scores = [r.score for r in results]
         assert scores == sorted(scores, reverse=True), query
     assert found >= 2  # the property is exercised, not vacuous
@@ -288,3 +289,39 @@ def test_links_backlinks_related_filters_and_explain_from_tarsctl(start_daemon, 
     assert daemon.tarsctl("search", "tomatoes", "--since", "next tuesday").returncode == 2
     why = daemon.tarsctl("search", "tomatoes sun", "--explain")
     assert "why: keyword #" in why.stdout and "cosine" in why.stdout and "fused" in why.stdout
+
+
+# ---- a query that is a note's name ----
+
+
+def named_vault(vault):
+    """A note whose front-matter title is "Lookup" among notes that say "lookup" far more often,
+    and one named by an alias, as in the Dendron vault."""
+    write(vault, "dendron.topic.lookup.md", "---\ntitle: Lookup\n---\n# Overview\n\nOpen any note by typing part of its name.\n")
+    write(vault, "finder.md", "---\ntitle: Finder\naliases: [Quick Find]\n---\nA palette that jumps to any place.\n")
+    for n in range(5):
+        write(
+            vault,
+            f"templates/partial-{n}.md",
+            f"# Partial {n}\n\nlookup lookup: the lookup bar shows a lookup result, then lookup again.\n",
+        )
+    write(vault, "quick-notes.md", "# Notes\n\nquick find, quick find again: a quick way to find things quickly.\n")
+
+
+@pytest.mark.parametrize("kind, mode", [("none", "fts"), ("local", "hybrid"), ("local", "fts")])
+def test_a_query_that_is_a_notes_name_puts_that_note_first(make_engine, vault, kind, mode):
+    named_vault(vault)
+    engine = make_engine(kind=kind)
+    engine.indexer.sync()
+    for query, note in [
+        ("Lookup", "dendron.topic.lookup.md"),  # the front-matter title
+        ("lookup", "dendron.topic.lookup.md"),
+        ("Quick Find", "finder.md"),  # an alias
+        ("finder?", "finder.md"),  # the title, with a question mark
+        ("quick-notes", "quick-notes.md"),  # the file name
+    ]:
+        results = engine.searcher.search(query, mode=mode, limit=5, explain=True).results
+        assert results[0].path == note, (query, [r.path for r in results])
+        assert results[0].band == "relevant" and results[0].explain.named, query
+    others = engine.searcher.search("lookup bar", mode=mode, limit=5, explain=True).results
+    assert not any(r.explain.named for r in others)  # words of a name are not the name
