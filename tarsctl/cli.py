@@ -285,7 +285,7 @@ def _search(client: Client, args) -> int:
     if not reply.results:
         print("no results", file=sys.stderr)
     for hit in reply.results:
-        where = " › ".join(part for part in (hit.title, hit.heading_path) if part)
+        where = " › ".join(part for part in (hit.title, hit.heading) if part)
         print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]")
         print(f"    {_bold(hit.snippet, tty)}")
         if hit.explain is not None:

@@ -102,6 +102,7 @@ async def search_reply(daemon: DaemonParts, request: Search) -> Message:
             path=r.path,
             title=r.title,
             heading_path=r.heading_path,
+            heading=r.heading,
             start_line=r.start_line,
             end_line=r.end_line,
             snippet=r.snippet,
