@@ -118,7 +118,7 @@ class ChatSession:
         if not reply.results:
             print("no results", file=self.out)
         for hit in reply.results:
-            where = " › ".join(part for part in (hit.title, hit.heading_path) if part)
+            where = " › ".join(part for part in (hit.title, hit.heading) if part)
             print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]\n    {hit.snippet}", file=self.out)
 
     def feedback(self, good: bool, note: str) -> None:

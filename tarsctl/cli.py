@@ -66,14 +66,14 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="one JSON object per hit on stdout; coverage and warnings as JSON on stderr")
 
     links = commands.add_parser("links", help="the links in a note, and where they lead")
-    links.add_argument("note", nargs="?", default="", help="a note's path, file name or alias")
+    links.add_argument("note", nargs="?", default="", help="a note's path, file name, title or alias")
     links.add_argument("--unresolved", action="store_true", help="every link in the vault that leads to no note")
     links.add_argument("--json", action="store_true")
     backlinks = commands.add_parser("backlinks", help="the notes that link to a note, with line numbers")
-    backlinks.add_argument("note", help="a note's path, file name or alias")
+    backlinks.add_argument("note", help="a note's path, file name, title or alias")
     backlinks.add_argument("--json", action="store_true")
     related = commands.add_parser("related", help="the notes nearest in meaning to a note, marking those already linked")
-    related.add_argument("note", help="a note's path, file name or alias")
+    related.add_argument("note", help="a note's path, file name, title or alias")
     related.add_argument("--limit", type=int, default=10)
     related.add_argument("--json", action="store_true")
 
@@ -291,7 +291,7 @@ def _search(client: Client, args) -> int:
     if not reply.results:
         print("no results", file=sys.stderr)
     for hit in reply.results:
-        where = " › ".join(part for part in (hit.title, hit.heading_path) if part)
+        where = " › ".join(part for part in (hit.title, hit.heading) if part)
         print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]")
         print(f"    {_bold(hit.snippet, tty)}")
         if hit.explain is not None:

@@ -271,14 +271,15 @@ class Explain(msgspec.Struct):
 class Hit(msgspec.Struct, omit_defaults=True):
     path: str
     title: str
-    heading_path: str
+    heading_path: str  # as written in the note: what get_note's heading takes
     start_line: int
     end_line: int
-    snippet: str
+    snippet: str  # plain text around the best match, matched words between ** marks
     score: float
     band: str
     memory_type: str
-    text: str = ""
+    text: str = ""  # the passage as written (markdown)
+    heading: str = ""  # what to show next to the title: heading_path as plain text, "" when it only repeats the title
     explain: Explain | None = None
 
 

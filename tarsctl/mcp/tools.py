@@ -171,7 +171,7 @@ def _coverage_lines(coverage: Coverage | None, semantic: bool, warnings: list[st
 def _render_search(reply: SearchResults) -> Rendered:
     lines = [f"{len(reply.results)} hit(s), mode {reply.mode} {DATA_MARK}"] if reply.results else ["no hits"]
     for n, hit in enumerate(reply.results, 1):
-        where = " › ".join(part for part in (hit.title, hit.heading_path) if part)
+        where = " › ".join(part for part in (hit.title, hit.heading) if part)
         lines.append(f"\n{n}. {hit.path}:{hit.start_line}-{hit.end_line}  {where}  [{hit.band} {hit.score:.2f}, {hit.memory_type}]")
         passage = hit.text or hit.snippet
         if len(passage) > PASSAGE_CHARS:

@@ -41,8 +41,9 @@ from tarsd.vault.root import require_vault
 
 log = logging.getLogger(__name__)
 
-# 2: chunks bounded in characters too, front matter after a BOM; 3: notes with no body get a title chunk
-CHUNKER_VERSION = 3
+# 2: chunks bounded in characters too, front matter after a BOM; 3: notes with no body get a title chunk;
+# 4: a front-matter title is one of the note's names (links, backlinks, related), as its aliases are
+CHUNKER_VERSION = 4
 # Pending chunks per embedding round (the model sees them in config.batch_size batches).
 # Small rounds let the daemon slip a freshly saved note in between (under a second each here).
 EMBED_ROUND = 8
@@ -357,6 +358,7 @@ class Indexer:
             chunker=chunking[2],
             tags=ready.tags,
             aliases=ready.aliases,
+            names=ready.names,
             conflict=is_conflict_copy(path),
             problem=note.problem,
             links=ready.links,

@@ -35,6 +35,7 @@ class PreparedNote:
     title: str
     tags: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # what links may call it besides its file name: front-matter title and aliases
     chunks: list[Chunk] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
 
@@ -45,7 +46,8 @@ def prepare_note(text: str, path: str, counter: TokenCounter, budget: int, overl
     if not parsed.chunks:
         parsed.chunks.append(title_chunk(parsed.title, lines))
     tags = list(dict.fromkeys([*parsed.tags, *parse_tags(lines)]))
-    return PreparedNote(parsed.title, tags, parsed.aliases, parsed.chunks, parse_links(lines, 1, path))
+    names = list(dict.fromkeys(name for name in (parsed.front_title, *parsed.aliases) if name.strip()))
+    return PreparedNote(parsed.title, tags, parsed.aliases, names, parsed.chunks, parse_links(lines, 1, path))
 
 
 def title_chunk(title: str, lines: list[str]) -> Chunk:

@@ -101,7 +101,8 @@ class Chunk:
 
 @dataclass(slots=True)
 class ParsedNote:
-    title: str
+    title: str  # the front matter's title, else the first "# " heading, else the fallback
+    front_title: str = ""  # the front matter's title alone: a name links may use, like an alias
     tags: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
@@ -309,6 +310,7 @@ def chunk_note(text: str, counter: TokenCounter, budget: int, overlap: float = 0
     front, body_start = parse_front_matter(lines)
     title = (_scalar(front.get("title")) or "").strip()[:MAX_NAME_CHARS]
     note = ParsedNote(title="", tags=_string_list(front.get("tags")), aliases=_string_list(front.get("aliases") or front.get("alias")))
+    note.front_title = title
     limit = max(8, budget)
     char_limit = limit * MAX_CHARS_PER_TOKEN
     piece_limit = int(limit * (1 - MAX_CONTEXT_FRACTION))

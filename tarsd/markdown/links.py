@@ -13,7 +13,8 @@ or to a note renamed since, resolves as soon as the vault allows:
 4. a bare name is matched against file names, case-insensitively; when several notes share
    it, the one nearest the linking note wins (the longest common folder), then the
    shortest path, as Obsidian's "shortest path" links do;
-5. then against aliases from front matter.
+5. then against the names front matter gives a note: its aliases and its title (Dendron names
+   notes by title), as Obsidian looks up aliases.
 """
 
 from __future__ import annotations
@@ -114,9 +115,10 @@ def parse_links(lines: list[str], first_line: int = 1, source: str = "") -> list
 
 
 class Resolver:
-    """Resolves link targets against the notes of the vault (paths and aliases)."""
+    """Resolves link targets against the notes of the vault (paths, and names from front matter)."""
 
     def __init__(self, paths: list[str], aliases: dict[str, list[str]]):
+        """``aliases``: each note's names besides its file name (front-matter aliases and title)."""
         self.by_key: dict[str, str] = {}
         self.by_name: dict[str, list[str]] = defaultdict(list)
         self.by_alias: dict[str, list[str]] = defaultdict(list)
@@ -159,13 +161,15 @@ class Resolver:
         name = key.rsplit("/", 1)[-1]
         candidates = [p for p in self.by_name.get(name, []) if "/" not in key or link_key(p).endswith("/" + key)]
         if not candidates:
+            # Only then a title or an alias: a note's file name wins over another note's title or
+            # alias of the same name, as in Obsidian (a [[Lookup]] goes to Lookup.md first).
             candidates = self.by_alias.get(written.strip().lower(), [])
         if not candidates:
             return None
         return min(candidates, key=lambda p: (-_shared_folders(p, source), p.count("/"), p))
 
     def keys_for(self, path: str, aliases: list[str]) -> set[str]:
-        """Link keys that may lead to ``path`` (its name, its path and its aliases): for backlinks."""
+        """Link keys that may lead to ``path`` (its name, its path, its title and aliases): for backlinks."""
         key = link_key(path)
         keys = {key, key.rsplit("/", 1)[-1]}
         parts = key.split("/")

@@ -19,8 +19,6 @@ _CJK_CLASS = (
     "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
 )
 _CJK = re.compile(f"({_CJK_CLASS})")
-# The spaces index_text put between CJK characters, possibly around snippet marks ("**").
-_SPACED_CJK = re.compile(f"(?<={_CJK_CLASS}) +(?=(?:\\*\\*)?{_CJK_CLASS})|(?<={_CJK_CLASS}\\*\\*) +(?={_CJK_CLASS})")
 
 
 def has_cjk(text: str) -> bool:
@@ -32,11 +30,24 @@ def index_text(text: str) -> str:
     return _CJK.sub(r" \1 ", text) if has_cjk(text) else text
 
 
+def index_text_positions(text: str) -> tuple[str, list[int]]:
+    """index_text(text), and for each of its positions (and its end) the position in ``text``
+    it stands for: a token found in the index's text is marked at the same words in ``text``."""
+    if not has_cjk(text):
+        return text, list(range(len(text) + 1))
+    spaced: list[str] = []
+    positions: list[int] = []
+    for i, char in enumerate(text):
+        if _CJK.fullmatch(char):
+            spaced.append(f" {char} ")
+            positions.extend((i, i, i + 1))
+        else:
+            spaced.append(char)
+            positions.append(i)
+    positions.append(len(text))
+    return "".join(spaced), positions
+
+
 def query_phrase(word: str) -> str:
     """A query word as FTS5 phrase text: CJK characters set apart, the rest as it is."""
     return " ".join(index_text(word).split())
-
-
-def shown_text(text: str) -> str:
-    """Undo index_text's spacing in text coming back from the index (snippets)."""
-    return _SPACED_CJK.sub("", text) if has_cjk(text) else text

@@ -39,7 +39,8 @@ class NoteGraph:
         self._local = threading.local()
 
     def resolver(self) -> Resolver:
-        """Every note and alias, rebuilt only after the index changed (per reading thread)."""
+        """Every note and its names (front-matter title and aliases), rebuilt only after the index
+        changed (per reading thread)."""
         reader = self.store.reader()
         version = reader.execute("PRAGMA data_version").fetchall()[0][0]
         cached = getattr(self._local, "resolver", None)
@@ -54,7 +55,8 @@ class NoteGraph:
         return resolver
 
     def find_note(self, name: str) -> str | None:
-        """A note named by its vault path, its file name or an alias (as a wikilink from the root would)."""
+        """A note named by its vault path, its file name, or its front-matter title or an alias (as a
+        wikilink from the root would: a file name wins over another note's title or alias)."""
         return self.resolver().resolve(Link(0, "wiki", name.strip().removeprefix("./")), "")
 
     def links_from(self, path: str) -> list[LinkRow]:

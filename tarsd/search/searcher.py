@@ -27,16 +27,16 @@ from typing import Literal
 
 from tarsctl.protocol import Explain, Hit
 from tarsd.embed.embedder import Embedder, EmbedderUnavailable
-from tarsd.markdown.tokens import query_phrase, shown_text
+from tarsd.markdown.tokens import query_phrase
+from tarsd.markdown.visible import shown_heading
 from tarsd.search.graph import NoteGraph
-from tarsd.store.database import NO_FILTER, ChunkRow, Filter, Store
+from tarsd.search.snippets import make_snippet, query_phrases
+from tarsd.store.database import NO_FILTER, Filter, Store
 
 Mode = Literal["fts", "vec", "hybrid"]
 MODES = ("fts", "vec", "hybrid")
 BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
 MAX_QUERY_TERMS = 32  # the keyword query reports which phrases a passage holds as a 32-bit set
-SNIPPET_TOKENS = 24
-SNIPPET_CHARS = 240
 # A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
 # the socket's 64 MiB reply cap (chunks are bounded; this also bounds any older, larger row).
 MAX_HIT_TEXT = 16_000
@@ -236,10 +236,6 @@ def note_name_keys(path: str, names: list[str]) -> set[str]:
     return {key for key in (name_key(stem), *(name_key(n) for n in names)) if key}
 
 
-def _query_terms(text: str) -> list[str]:
-    return [w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS] or re.findall(r"\w+", text.lower())
-
-
 class Searcher:
     def __init__(self, store: Store, embedder: Embedder, graph: NoteGraph | None = None):
         self.store = store
@@ -280,21 +276,20 @@ class Searcher:
         ranked_candidates = self.rank(found, response.mode)
         ranked = [(c.chunk, c.score) for c in ranked_candidates if c.score >= min_score][:limit]
         explained = {c.chunk: c for c in ranked_candidates}
-        match = fts_query(query)
+        phrases = query_phrases(query_parts(query), self.store.keyword_tokens)
 
         rows = self.store.chunk_rows([chunk for chunk, _ in ranked])
-        snippets = self.store.snippets(match, list(rows), marks[0], marks[1], SNIPPET_TOKENS)
-        terms = _query_terms(query)
         for chunk, score in ranked:
             row = rows.get(chunk)
             if row is None:  # deleted between the two queries
                 continue
-            snippet = shown_text(" ".join((snippets.get(chunk) or _fallback_snippet(row, terms, marks)).split()))
+            snippet = make_snippet(row.text, phrases, self.store.keyword_token_spans, marks)
             response.results.append(
                 Hit(
                     path=row.path,
                     title=row.title,
                     heading_path=row.heading_path,
+                    heading=shown_heading(row.title, row.heading_path),
                     start_line=row.start_line,
                     end_line=row.end_line,
                     snippet=snippet,
@@ -459,18 +454,3 @@ class Searcher:
                 if len(self._query_vectors) > 256:
                     self._query_vectors.popitem(last=False)
         return vector
-
-
-def _fallback_snippet(row: ChunkRow, terms: list[str], marks: tuple[str, str]) -> str:
-    """For chunks found by meaning alone: the start of the passage around the first query word."""
-    text = " ".join(row.text.split())
-    lowered = text.lower()
-    positions = [lowered.find(t) for t in terms if lowered.find(t) >= 0]
-    start = max(0, min(positions) - 60) if positions else 0
-    excerpt = text[start : start + SNIPPET_CHARS]
-    if terms:
-        pattern = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE)
-        excerpt = pattern.sub(lambda m: f"{marks[0]}{m.group(0)}{marks[1]}", excerpt)
-    prefix = "…" if start > 0 else ""
-    suffix = "…" if start + SNIPPET_CHARS < len(text) else ""
-    return prefix + excerpt + suffix

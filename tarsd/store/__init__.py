@@ -8,7 +8,7 @@ one module per concern or table family:
   batches, the meta table
 - files: the files table, and writing or deleting a note's rows in every table at once
 - chunks: the passages (chunks table) and the ids they get
-- fts: the keyword table (FTS5), keyword search, snippets, IDF counts
+- fts: the keyword table (FTS5), keyword search, the tokens snippets mark, IDF counts
 - vectors: chunk_vectors (sqlite-vec), the embedding cache, pending passages, vector search
 - links: the note graph (links, tags, aliases)
 - filters: Filter, and its SQL condition inside keyword and vector queries

@@ -157,8 +157,8 @@ class Store(Connections):
     def passage_frequencies(self, tokens: list[str]) -> tuple[int, dict[str, int]]:
         return self._keywords.passage_frequencies(tokens)
 
-    def snippets(self, match: str, ids: list[int], open_mark: str, close_mark: str, tokens: int) -> dict[int, str]:
-        return self._keywords.snippets(match, ids, open_mark, close_mark, tokens)
+    def keyword_token_spans(self, text: str) -> list[tuple[int, int, str]]:
+        return self._keywords.keyword_token_spans(text)
 
     # ---- status (status.py) ----
 

@@ -40,6 +40,7 @@ class FileMeta:
     conflict: bool
     problem: str | None = None
     links: list[Link] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # front-matter title and aliases: what links may call the note
 
 
 class Files:
@@ -131,7 +132,7 @@ class Files:
                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING id""",
                     (*values, self.db.collection_id, meta.path),
                 ).fetchall()[0][0]
-            self.graph.insert(file_id, meta.links, meta.tags, meta.aliases)
+            self.graph.insert(file_id, meta.links, meta.tags, meta.names)
             titles = title_terms(meta.title, meta.aliases, meta.tags, meta.path)
             return self.chunks.insert(file_id, titles, chunks, cached, has_vectors)
 

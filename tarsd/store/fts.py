@@ -1,7 +1,7 @@
 """The keyword index: chunks_fts (FTS5, one row per passage: its note's title terms, its
 headings, its body, folded by tarsd/markdown/tokens.py) and chunks_vocab over it; keyword
-search with bm25 and the matched-phrase bitmasks (connection.matched_phrases), snippets,
-and the token and passage counts that IDF is made of."""
+search with bm25 and the matched-phrase bitmasks (connection.matched_phrases), the tokens
+snippets mark, and the token and passage counts that IDF is made of."""
 
 from __future__ import annotations
 
@@ -63,11 +63,15 @@ class Keywords:
 
     def keyword_tokens(self, text: str) -> list[str]:
         """``text`` cut into keyword tokens exactly as the index cuts it (stemmed, folded)."""
+        return self._tokenizer()(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False)
+
+    def _tokenizer(self):
+        """The keyword table's tokenizer, one per reading thread."""
         local = self.db._local
         tokenizer = getattr(local, "tokenizer", None)
         if tokenizer is None:
             tokenizer = local.tokenizer = self.db.reader().fts5_tokenizer("porter", list(FTS_TOKENIZER_ARGS))
-        return tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False)
+        return tokenizer
 
     def passage_frequencies(self, tokens: list[str]) -> tuple[int, dict[str, int]]:
         """(passages in the index, passages holding each token): what IDF is made of."""
@@ -78,16 +82,8 @@ class Keywords:
         marks = ",".join("?" * len(tokens))
         return total, dict(reader.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", tokens).fetchall())
 
-    def snippets(self, match: str, ids: list[int], open_mark: str, close_mark: str, tokens: int) -> dict[int, str]:
-        """FTS5 snippets (matched terms marked, stemming-aware) for chunks that match."""
-        if not ids or not match:
-            return {}
-        marks = ",".join("?" * len(ids))
-        return dict(
-            self.db.reader()
-            .execute(
-                f"SELECT rowid, snippet(chunks_fts, 2, ?, ?, '…', ?) FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-                (open_mark, close_mark, tokens, match, *ids),
-            )
-            .fetchall()
-        )
+    def keyword_token_spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Where each keyword token of ``text`` stands (start and end offsets in its UTF-8 bytes),
+        cut, stemmed and folded as the index does it: what snippets mark."""
+        spans = self._tokenizer()(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=True, include_colocated=False)
+        return [(start, end, token) for start, end, token in spans]

@@ -1,6 +1,9 @@
 """The note graph: each note's links (what link resolution and backlinks read, see
-tarsd/search/graph.py), its tags (what tag filters read) and its aliases. Rows are written
-with the note's file row and deleted with it (ON DELETE CASCADE)."""
+tarsd/search/graph.py), its tags (what tag filters read) and its names. Rows are written
+with the note's file row and deleted with it (ON DELETE CASCADE).
+
+note_aliases holds a note's names besides its file name: its front-matter aliases and its
+front-matter title (Dendron names notes by title; Obsidian treats neither as more than the other)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,9 @@ class NoteGraph:
         for table in ("links", "note_tags", "note_aliases"):
             self.db.conn.execute(f"DELETE FROM {table} WHERE file_id = ?", (file_id,))
 
-    def insert(self, file_id: int, links: list[Link], tags: list[str], aliases: list[str]) -> None:
-        """A note's links, tags and aliases: what link resolution, backlinks and tag filters use."""
-        if not links and not tags and not aliases:
+    def insert(self, file_id: int, links: list[Link], tags: list[str], names: list[str]) -> None:
+        """A note's links, tags and names: what link resolution, backlinks and tag filters use."""
+        if not links and not tags and not names:
             return
         conn = self.db.conn
         conn.executemany(
@@ -29,4 +32,4 @@ class NoteGraph:
             [(file_id, k.line, k.kind, k.target, k.key, k.label_key, k.heading, k.label, int(k.exact)) for k in links],
         )
         conn.executemany("INSERT OR IGNORE INTO note_tags(file_id, tag) VALUES (?, ?)", [(file_id, tag.lower()) for tag in tags if tag])
-        conn.executemany("INSERT OR IGNORE INTO note_aliases(file_id, alias) VALUES (?, ?)", [(file_id, a) for a in aliases if a.strip()])
+        conn.executemany("INSERT OR IGNORE INTO note_aliases(file_id, alias) VALUES (?, ?)", [(file_id, a) for a in names if a.strip()])

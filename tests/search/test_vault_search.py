@@ -4,13 +4,14 @@ Real SQLite + FTS5, the real model, real temp vaults."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
 
 import pytest
 
-from harness.paths import DENDRON
+from harness.paths import DENDRON, REPO
 from harness.vault_files import write
 from tarsd.config.settings import load_config
 from tarsd.markdown.links import Link, Resolver, parse_links
@@ -68,6 +69,26 @@ def test_links_resolve_the_way_obsidian_does():
     assert resolve("shown text", "x.md", label="Alpha") == "Alpha.md"  # Dendron's [[label|note]] order
     assert resolver.resolve(Link(1, "markdown", "a/b/Target.md", exact=True), "x.md") == "a/b/Target.md"
     assert resolver.resolve(Link(1, "markdown", "a/Target.md", exact=True), "x.md") is None
+
+
+def test_a_front_matter_title_is_a_name_and_a_file_name_wins(make_engine, vault):
+    engine = make_engine(kind="none")
+    write(vault, "dendron.topic.lookup.md", "---\ntitle: Lookup\naliases: [Finder]\n---\nFind notes by name.\n")
+    write(vault, "links.md", "See [[Lookup]] and [[finder]].\n")
+    engine.indexer.sync()
+    graph = engine.graph
+    assert graph.find_note("Lookup") == graph.find_note("finder") == "dendron.topic.lookup.md"
+    assert [link.resolved for link in graph.links_from("links.md")] == ["dendron.topic.lookup.md"] * 2
+    assert [(link.source, link.target) for link in graph.links_to("dendron.topic.lookup.md")] == [
+        ("links.md", "Lookup"),
+        ("links.md", "finder"),
+    ]
+    assert graph.unresolved() == []
+
+    write(vault, "Lookup.md", "# Lookup\n")  # a file named Lookup: its name wins over the other note's title
+    engine.indexer.sync()
+    assert graph.find_note("Lookup") == "Lookup.md" and graph.find_note("Finder") == "dendron.topic.lookup.md"
+    assert [link.resolved for link in graph.links_from("links.md")] == ["Lookup.md", "dendron.topic.lookup.md"]
 
 
 def test_inline_tags_are_read_like_obsidian():
@@ -259,6 +280,29 @@ def test_the_vector_index_follows_commits_and_rollbacks(make_engine, vault):
 
 
 # ---- the commands, on a real daemon ----
+
+
+def test_front_matter_titles_and_aliases_name_notes_for_tarsctl(start_daemon, vault):
+    write(vault, "dendron.topic.lookup.md", "---\ntitle: Lookup\naliases: [Finder]\n---\n# Lookup\n\nFind notes by name, see [[hub]].\n")
+    write(vault, "hub.md", "# Hub\n\nStart with [[Lookup]], then [[Finder|find them]].\n")
+    shutil.copy(REPO / "examples" / "vault" / "Sourdough.md", vault / "Sourdough.md")
+    daemon = start_daemon(embedder="local")
+    assert daemon.tarsctl("index", "--wait").returncode == 0
+
+    out = daemon.tarsctl("links", "Lookup")  # issue 21: "no note in the index is called 'Lookup'"
+    assert out.returncode == 0 and "[[hub]] -> hub.md" in out.stdout, out.stderr
+    for name in ("Lookup", "finder"):
+        back = daemon.tarsctl("backlinks", name)
+        assert back.returncode == 0 and back.stdout.splitlines() == ["hub.md:3  [[Lookup]]", "hub.md:3  [[Finder]]  (find them)"], back
+    related = daemon.tarsctl("related", "Lookup", "--json")
+    assert related.returncode == 0 and "hub.md" in {json.loads(line)["path"] for line in related.stdout.splitlines()}
+
+    # The heading is left out where it only repeats the title, in the CLI and in --json, which keeps the raw passage.
+    shown = daemon.tarsctl("search", "starter evening", "--mode", "fts").stdout.splitlines()
+    assert shown[0].startswith("Sourdough.md:5  Sourdough  [") and "›" not in shown[0]
+    hit = json.loads(daemon.tarsctl("search", "starter evening", "--mode", "fts", "--json").stdout.splitlines()[0])
+    assert (hit["heading_path"], hit["heading"]) == ("Sourdough", "") and hit["text"].startswith("# Sourdough\n")
+    assert "**starter** the **evening**" in hit["snippet"] and "#" not in hit["snippet"]
 
 
 def test_links_backlinks_related_filters_and_explain_from_tarsctl(start_daemon, vault):

@@ -47,13 +47,13 @@ def in_vault(daemon: DaemonParts, path: str) -> str:
 
 
 def find_note(daemon: DaemonParts, name: str) -> str:
-    """A note given by path (absolute or in the vault), file name or alias; RequestError if none."""
+    """A note given by path (absolute or in the vault), file name, title or alias; RequestError if none."""
     if not name.strip():
-        raise RequestError("bad_request", "no note given", "give a note's path, file name or alias")
+        raise RequestError("bad_request", "no note given", "give a note's path, file name, title or alias")
     candidate = Path(name)
     if candidate.is_absolute() or name.endswith(".md"):
         name = in_vault(daemon, name)
     found = daemon.engine.graph.find_note(name)
     if found is None:
-        raise RequestError("not_found", f"no note in the index is called {name!r}", "give a note's path, file name or alias")
+        raise RequestError("not_found", f"no note in the index is called {name!r}", "give a note's path, file name, title or alias")
     return found

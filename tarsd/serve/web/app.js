@@ -141,7 +141,7 @@
     const band = BANDS.includes(hit.band) ? hit.band : "not";
     head.append(link, el("span", "band band-" + band, `${hit.band} ${Number(hit.score).toFixed(2)}`));
     item.append(head);
-    if (hit.heading_path && hit.heading_path !== hit.title) item.append(el("div", "hit-heading", hit.heading_path));
+    if (hit.heading) item.append(el("div", "hit-heading", hit.heading)); // "" when it only repeats the title
     item.append(snippet(hit.snippet));
     item.append(el("div", "hit-path", `${hit.path}:${hit.start_line}`));
     return item;
