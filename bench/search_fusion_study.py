@@ -29,7 +29,7 @@ from search_quality import TOLERANCE, cache_dir, open_index, vault_for
 from search_sets import LENGTH_BANDS, NAMES, length_band, load, split_of, words
 
 from tarsd.search import searcher
-from tarsd.search.searcher import LINK_TOP, Candidate, fuse_tars
+from tarsd.search.searcher import LINK_TOP, Candidate, fuse_tars, keyword_value
 
 DEPTH = 300
 Fusion = Callable[[Candidate, "Question"], float]
@@ -157,12 +157,34 @@ def standardise(questions: list[Question]) -> None:
         q.z = {id(c): (k, v) for c, k, v in zip(q.candidates, keyword, cosine, strict=True)}
 
 
+def top(q: Question, mode: str, fusion: Fusion = tars, limit: int = 10) -> list[Candidate]:
+    """The hits the mode shows, as Searcher.rank orders them: the named note first, then (in
+    hybrid) the note both lists put first, then by the mode's value."""
+    if mode == "fts":
+        pool = sorted((c for c in q.candidates if c.keyword_rank), key=lambda c: (not c.named, c.keyword_rank))
+    elif mode == "vec":
+        pool = sorted((c for c in q.candidates if c.vector_rank), key=lambda c: (not c.named, c.vector_rank))
+    else:
+        pool = sorted(q.candidates, key=lambda c: (not c.named, not (c.keyword_rank == 1 and c.vector_rank == 1), -fusion(c, q), c.path))
+    return pool[:limit]
+
+
+def mode_value(c: Candidate, q: Question, mode: str, fusion: Fusion = tars) -> float:
+    """The value a mode's shown score is calibrated from."""
+    return keyword_value(c) if mode == "fts" else c.cosine if mode == "vec" else fusion(c, q)
+
+
+def forced(c: Candidate, mode: str) -> bool:
+    """Shown as relevant whatever its value: the named note, and in hybrid the note both lists put first."""
+    return c.named or (mode == "hybrid" and c.keyword_rank == 1 and c.vector_rank == 1)
+
+
 def ranked(q: Question, fusion: Fusion, both_first: bool = True) -> list[str]:
-    order = sorted(
-        q.candidates,
-        key=lambda c: (both_first and not (c.keyword_rank == 1 and c.vector_rank == 1), -fusion(c, q), c.path),
-    )
-    return [c.path for c in order]
+    if fusion is keyword_order:
+        return [c.path for c in top(q, "fts", limit=len(q.candidates))]
+    if fusion is vector_order:
+        return [c.path for c in top(q, "vec", limit=len(q.candidates))]
+    return [c.path for c in top(q, "hybrid", fusion, limit=len(q.candidates))]
 
 
 def figures(questions: list[Question], fusion: Fusion, both_first: bool) -> tuple[float, float]:
@@ -176,26 +198,41 @@ def figures(questions: list[Question], fusion: Fusion, both_first: bool) -> tupl
     )
 
 
-def reliability(data: dict[str, list[Question]], fusion: Fusion, value: Callable[[Candidate, Question], float], bins: list[float]) -> None:
-    """How often a top-10 hit is relevant, by the value it would be shown from (``value``), per
-    bin: each set's share, and their mean (each set weighs the same)."""
+def fit(data: dict[str, list[Question]], mode: str, fusion: Fusion = tars) -> None:
+    """The values where the bands should start, so that across the sets (each weighing the same)
+    a hit banded relevant is relevant at least 80% of the time and one banded not at most 10%:
+    prints each set's share relevant above and below candidate thresholds, and the forced hits'."""
+    hits: dict[str, list[tuple[float, bool]]] = {}
+    forced_hits: dict[str, list[bool]] = {}
+    for name, questions in data.items():
+        for q in questions:
+            for c in top(q, mode, fusion):
+                relevant = q.grades.get(c.path, 0) > 0
+                if forced(c, mode):
+                    forced_hits.setdefault(name, []).append(relevant)
+                else:
+                    hits.setdefault(name, []).append((mode_value(c, q, mode, fusion), relevant))
+
+    def share(name: str, keep: Callable[[float], bool]) -> float:
+        chosen = [r for v, r in hits.get(name, []) if keep(v)]
+        return sum(chosen) / len(chosen) if chosen else math.nan
+
     rows = []
-    edges = [*bins, math.inf]
-    for low, high in zip(edges, edges[1:], strict=False):
-        row: list[object] = [f"{low:.2f}-{high:.2f}"]
-        shares = []
-        for questions in data.values():
-            judged = []
-            for q in questions:
-                order = sorted(q.candidates, key=lambda c: (not (c.keyword_rank == 1 and c.vector_rank == 1), -fusion(c, q), c.path))[:10]
-                judged += [q.grades.get(c.path, 0) > 0 for c in order if low <= value(c, q) < high]
-            share = sum(judged) / len(judged) if judged else math.nan
-            row += [len(judged), "-" if math.isnan(share) else f"{share:.2f}"]
-            if judged:
-                shares.append(share)
-        row.append(f"{sum(shares) / len(shares):.2f}" if shares else "-")
-        rows.append(row)
-    print_table(["value", *[f"{name} {what}" for name in data for what in ("n", "rel")], "mean rel"], rows, "reliability by value")
+    for step in range(10, 100, 2):
+        t = step / 100
+        above = [share(name, lambda v, t=t: v >= t) for name in data]
+        below = [share(name, lambda v, t=t: v < t) for name in data]
+        band = [share(name, lambda v, t=t: t <= v < t + 0.05) for name in data]
+        mean = lambda xs: sum(x for x in xs if not math.isnan(x)) / max(1, sum(not math.isnan(x) for x in xs))  # noqa: E731
+        rows.append([f"{t:.2f}", *[f"{x:.2f}" for x in above], f"{mean(above):.2f}", f"{mean(below):.2f}", f"{mean(band):.2f}"])
+    print_table(
+        ["value", *[f"{name} >=" for name in data], "mean >=", "mean <", "mean in [v, v+.05)"], rows, f"{mode}: share relevant by value"
+    )
+    forced_shares = {name: sum(v) / len(v) for name, v in forced_hits.items() if v}
+    print(
+        f"{mode}: hits shown relevant by rule (named, or first in both lists): "
+        + ", ".join(f"{n} {s:.2f} of {len(forced_hits[n])}" for n, s in forced_shares.items())
+    )
 
 
 def main() -> None:
@@ -204,7 +241,7 @@ def main() -> None:
     parser.add_argument("--split", choices=("dev", "held-out"), default="dev")
     parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set's split")
     parser.add_argument("--fusions", nargs="+", choices=FUSIONS, default=list(FUSIONS))
-    parser.add_argument("--reliability", choices=FUSIONS, help="print how often a hit is relevant by this fusion's value")
+    parser.add_argument("--fit", nargs="+", choices=("fts", "vec", "hybrid"), help="print how often a hit is relevant by its mode's value")
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a tarsd.search.searcher setting for the candidate lists"
     )
@@ -252,9 +289,8 @@ def main() -> None:
         ["fusion", "set", "words", "n", "fts nDCG", "vec nDCG", "hyb nDCG", "hyb MRR", "gap nDCG", "gap MRR"], rows, f"split: {args.split}"
     )
     print_table(["fusion", "mean hybrid nDCG over sets", "worst gap (nDCG or MRR)", "rule met"], summary, "summary")
-    if args.reliability:
-        fusion = FUSIONS[args.reliability]
-        reliability(data, fusion, fusion, [0.0, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8])
+    for mode in args.fit or []:
+        fit(data, mode)
 
 
 if __name__ == "__main__":

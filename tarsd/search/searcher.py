@@ -31,12 +31,12 @@ from tarsd.markdown.tokens import query_phrase
 from tarsd.markdown.visible import shown_heading
 from tarsd.search.graph import NoteGraph
 from tarsd.search.snippets import make_snippet, query_phrases
-from tarsd.store.database import NO_FILTER, Filter, Store
+from tarsd.store.database import MAX_PHRASES, NO_FILTER, Filter, Store
 
 Mode = Literal["fts", "vec", "hybrid"]
 MODES = ("fts", "vec", "hybrid")
 BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
-MAX_QUERY_TERMS = 32  # the keyword query reports which phrases a passage holds as a 32-bit set
+MAX_QUERY_TERMS = MAX_PHRASES  # the keyword query reports which of these a passage holds
 # A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
 # the socket's 64 MiB reply cap (chunks are bounded; this also bounds any older, larger row).
 MAX_HIT_TEXT = 16_000

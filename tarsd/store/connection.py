@@ -42,15 +42,18 @@ READER_PRAGMAS = ("PRAGMA query_only = ON", "PRAGMA cache_size = -8192")
 
 WRITER_BUSY_TIMEOUT_MS = 60_000  # writer_connection(): conversations and pending rules
 
+# A keyword query's phrases whose matches are reported: two sets of 31 bits fit SQLite's signed
+# 64-bit integer (a 32nd phrase matched in a title would set bit 63, which SQLite cannot hold).
+MAX_PHRASES = 31
 PHRASE_MASK = (1 << 32) - 1
 
 
 def matched_phrases(api: apsw.FTS5ExtensionApi, *_args: object) -> int:
     """FTS5 auxiliary function, given to every read connection as tars_phrases: which of the
-    query's phrases this row matched (bits 0-31), and which it matched in the title column
-    (bits 32-63). Search turns them into coverage."""
+    query's first MAX_PHRASES phrases this row matched (bits 0-30), and which it matched in the
+    title column (bits 32-62). Search turns them into coverage."""
     anywhere = title = 0
-    for phrase in range(min(api.phrase_count, 32)):
+    for phrase in range(min(api.phrase_count, MAX_PHRASES)):
         columns = api.phrase_columns(phrase)
         if columns:
             anywhere |= 1 << phrase

@@ -18,6 +18,7 @@ from tarsd.markdown.chunker import Chunk
 from tarsd.store.chunks import ChunkRow, Chunks
 from tarsd.store.connection import (
     CONNECTION_PRAGMAS,
+    MAX_PHRASES,
     PHRASE_MASK,
     READER_PRAGMAS,
     WRITER_BUSY_TIMEOUT_MS,
@@ -41,6 +42,7 @@ __all__ = [
     "COLLECTION",
     "CONNECTION_PRAGMAS",
     "FTS_TOKENIZER_ARGS",
+    "MAX_PHRASES",
     "MIGRATIONS",
     "NO_FILTER",
     "PHRASE_MASK",

@@ -199,3 +199,20 @@ def test_a_big_vaults_commonest_words_are_left_out_of_the_keyword_search():
     assert affordable_phrases([common, 38, 4_440, common // 2, 15_581]) == [1, 2, 3]
     assert affordable_phrases([common * 3, common * 2]) == [1]  # always the rarest one, even alone over the budget
     assert affordable_phrases([]) == []
+
+
+def test_a_paragraph_long_query_searches_its_rarest_words_and_never_fails(make_engine, vault):
+    """A query of 60 distinct words: the keyword search keeps the rarest 31 (not the first), and
+    a note holding the last of them in its title is found, where bit 63 of the match set once
+    overflowed SQLite's integer and failed the search."""
+    common = [f"common{n}" for n in range(40)]
+    for n in range(12):
+        write(vault, f"filler/{n}.md", "# Filler\n\n" + " ".join(common) + "\n")
+    rare = [f"rare{n}" for n in range(20)]
+    write(vault, "target.md", f"# {' '.join(rare)}\n\nThe note every rare word of the question points to.\n")
+    engine = make_engine(kind="none")
+    engine.indexer.sync()
+    query = " ".join(common + rare)  # the rare words come after the 32nd
+    results = engine.searcher.search(query, mode="fts", limit=3, explain=True).results
+    assert results[0].path == "target.md"
+    assert results[0].explain.title_coverage > 0.5  # its title holds the rare words the search kept
