@@ -242,6 +242,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set's split")
     parser.add_argument("--fusions", nargs="+", choices=FUSIONS, default=list(FUSIONS))
     parser.add_argument("--fit", nargs="+", choices=("fts", "vec", "hybrid"), help="print how often a hit is relevant by its mode's value")
+    parser.add_argument("--fit-length", choices=("short", "long"), help="fit on queries of at most 20 words, or on longer ones")
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a tarsd.search.searcher setting for the candidate lists"
     )
@@ -289,6 +290,10 @@ def main() -> None:
         ["fusion", "set", "words", "n", "fts nDCG", "vec nDCG", "hyb nDCG", "hyb MRR", "gap nDCG", "gap MRR"], rows, f"split: {args.split}"
     )
     print_table(["fusion", "mean hybrid nDCG over sets", "worst gap (nDCG or MRR)", "rule met"], summary, "summary")
+    if args.fit_length:
+        long = args.fit_length == "long"
+        data = {name: [q for q in questions if (q.words > 20) == long] for name, questions in data.items()}
+        data = {name: questions for name, questions in data.items() if questions}
     for mode in args.fit or []:
         fit(data, mode)
 

@@ -7,10 +7,11 @@ top hits), ranks them for the mode, and shows a score on the design's bands (rel
 0.75, kinda >= 0.5, maybe >= 0.25, not below):
 - ``fts``: BM25's order; the score scales BM25 relative to the best hit by how much of the
   query the best keyword match holds, so a query sharing only common words stays low.
-- ``vec``: cosine order; the score maps cosine onto the bands (see COSINE_ANCHORS).
-- ``hybrid``: the fusion described at fuse_tars, its value mapped onto the bands; a note
-  that both lists rank first is at least relevant, and a nonsense query (no keyword match,
-  only distant vectors) stays in not/maybe.
+- ``vec``: cosine order; the score maps cosine onto the bands (see ANCHORS).
+- ``hybrid``: the fusion described at fuse_tars, its value mapped onto the bands; for a
+  query of up to 20 words, a note that both lists rank first is at least relevant, and a
+  nonsense query (no keyword match, only distant vectors) stays in not/maybe.
+In every mode the note the query names (its file name, title or an alias) leads, as relevant.
 The fusion and the anchors were chosen by measuring: bench/search_fusion_study.py prints the table.
 """
 
@@ -114,13 +115,31 @@ TITLE_BOOST = 0.05  # times the share of the query in the note's title, aliases,
 LINK_BOOST = 0.02  # per other top hit linking to the note (Obsidian links as evidence), at most
 LINK_BOOST_CAP = 2
 LINK_TOP = 20  # the top hits whose links count
-# Shown scores: the ranking value mapped onto the bands, anchors measured on the Dendron golden
-# set and SciFact (irrelevant hits fuse to about 0.29, relevant ones to about 0.65).
-FUSED_ANCHORS = ((0.0, 0.0), (0.30, 0.25), (0.45, 0.50), (0.60, 0.75), (1.0, 1.0))
-# all-MiniLM-L6-v2 cosines: a nonsense query's best is about 0.33, relevant passages about 0.6.
-COSINE_ANCHORS = ((0.0, 0.0), (0.45, 0.25), (0.55, 0.50), (0.65, 0.75), (0.85, 1.0))
-KEYWORD_ANCHORS = FUSED_ANCHORS
+# ---- what scores mean ----
+#
+# A hit's shown score is its mode's value (fts: keyword_value; vec: the cosine; hybrid: the
+# fused value) mapped onto the bands, piecewise-linearly, with anchors where the bands begin.
+# They were fitted on the dev half of four judged sets (bench/search_fusion_study.py --fit;
+# bench/search_quality.py prints the reliability on the held-out half): a hit banded relevant
+# was relevant at least 80% of the time, one banded not at most 10%.
+#
+# A query of more than LONG_QUERY_WORDS words is shown at most as maybe: a paragraph shares
+# many words and much meaning with passages that do not answer it. On ArguAna's argument
+# queries no value had more than 15% of its hits relevant, the highest values least of all
+# (arguments of the same debate), and two lists agreeing on the first note was no evidence
+# (0 of 155 such hits relevant); below the short queries' maybe anchors, 3-7% were.
+LONG_QUERY_WORDS = 20
+LONG_QUERY_CAP = 0.49
+# Per mode: the value where maybe begins, where kinda begins, where relevant begins.
+ANCHORS = {"fts": (0.60, 0.86, 0.98), "vec": (0.58, 0.70, 0.81), "hybrid": (0.55, 0.70, 0.86)}
 RELEVANT = 0.75
+
+
+def shown_score(value: float, mode: str, long_query: bool) -> float:
+    """The mode's value on the bands' 0..1 scale: 0.25 where maybe begins, 0.5 kinda, 0.75 relevant."""
+    maybe, kinda, relevant = ANCHORS[mode]
+    score = calibrate(value, ((0.0, 0.0), (maybe, 0.25), (kinda, 0.5), (relevant, 0.75), (1.0, 1.0)))
+    return min(score, LONG_QUERY_CAP) if long_query else score
 
 
 def fuse_tars(c: Candidate) -> float:
@@ -224,6 +243,10 @@ def fts_query(text: str) -> str:
     return " OR ".join(query_parts(text)[:MAX_QUERY_TERMS])
 
 
+def is_long(query: str) -> bool:
+    return len(re.findall(r"\w+", query)) > LONG_QUERY_WORDS
+
+
 def name_key(text: str) -> str:
     """A name as it is compared with a query: case, spacing and the marks around words (a
     question mark, quotes, brackets) do not count."""
@@ -273,7 +296,7 @@ class Searcher:
                 raise SearchError(f"vector search is unavailable: {vector_error}")
             response.mode = "fts"
             response.warnings.append(f"vector search unavailable, showing keyword results only: {vector_error}")
-        ranked_candidates = self.rank(found, response.mode)
+        ranked_candidates = self.rank(found, response.mode, is_long(query))
         ranked = [(c.chunk, c.score) for c in ranked_candidates if c.score >= min_score][:limit]
         explained = {c.chunk: c for c in ranked_candidates}
         phrases = query_phrases(query_parts(query), self.store.keyword_tokens)
@@ -302,7 +325,7 @@ class Searcher:
             )
         return response
 
-    def rank(self, found: list[Candidate], mode: str) -> list[Candidate]:
+    def rank(self, found: list[Candidate], mode: str, long_query: bool = False) -> list[Candidate]:
         """Order candidates for ``mode`` and give each its shown score.
 
         Two kinds of hit lead whatever the values say, and are relevant by any measure: the note
@@ -314,13 +337,11 @@ class Searcher:
             for c in pool:
                 c.fused = keyword_value(c)
             order = {id(c): c.keyword_rank for c in pool}
-            anchors = KEYWORD_ANCHORS
         elif mode == "vec":
             pool = [c for c in found if c.vector_rank]
             for c in pool:
                 c.fused = c.cosine
             order = {id(c): c.vector_rank for c in pool}
-            anchors = COSINE_ANCHORS
         else:
             pool = found
             for c in pool:
@@ -331,14 +352,13 @@ class Searcher:
                     c.fused = fuse_tars(c)
             by_value = sorted(pool, key=lambda c: (-c.fused, c.path))
             order = {id(c): rank for rank, c in enumerate(by_value, 1)}
-            anchors = FUSED_ANCHORS
 
         def agreed(c: Candidate) -> bool:
-            return mode == "hybrid" and c.keyword_rank == 1 and c.vector_rank == 1
+            return mode == "hybrid" and not long_query and c.keyword_rank == 1 and c.vector_rank == 1
 
         ordered = sorted(pool, key=lambda c: (not c.named, not agreed(c), order[id(c)]))
         for c in ordered:
-            c.score = calibrate(c.fused, anchors)
+            c.score = shown_score(c.fused, mode, long_query)
             if c.named or agreed(c):
                 c.score = max(c.score, RELEVANT)
         for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
