@@ -216,3 +216,4 @@ def test_a_paragraph_long_query_searches_its_rarest_words_and_never_fails(make_e
     results = engine.searcher.search(query, mode="fts", limit=3, explain=True).results
     assert results[0].path == "target.md"
     assert results[0].explain.title_coverage > 0.5  # its title holds the rare words the search kept
+    assert {r.band for r in results} <= {"maybe", "not"}  # a paragraph-long query is never sure (docs/search.md)
