@@ -50,7 +50,7 @@ CANDIDATE_DEPTH = 300
 KEYWORD_POSTINGS_BUDGET = 20_000
 # The keyword hits whose coverage says how well keywords answer the query.
 QUERY_COVERAGE_TOP = 10
-# A query of at most this many words may be a note's name (see name_key).
+# A query of at most this many words may be a note's name (see as_name).
 NAME_QUERY_WORDS = 8
 
 # Words too common to help a keyword match; dropped unless the query is nothing else.
@@ -248,16 +248,11 @@ def is_long(query: str) -> bool:
     return len(re.findall(r"\w+", query)) > LONG_QUERY_WORDS
 
 
-def name_key(text: str) -> str:
-    """A name as it is compared with a query: case, spacing and the marks around words (a
-    question mark, quotes, brackets) do not count."""
-    return " ".join(re.findall(r"\w+(?:[.'’-]\w+)*", text.casefold()))
-
-
-def note_name_keys(path: str, names: list[str]) -> set[str]:
-    """A note's names as keys: its file name without folder and extension, its title, its aliases."""
-    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
-    return {key for key in (name_key(stem), *(name_key(n) for n in names)) if key}
+def as_name(query: str) -> str:
+    """The query as a note's name, if it can be one: at most NAME_QUERY_WORDS words, without the
+    marks around it (a question mark, quotes, brackets); "" otherwise."""
+    name = re.sub(r"^\W+|\W+$", "", query)
+    return name if 0 < len(name.split()) <= NAME_QUERY_WORDS else ""
 
 
 class Searcher:
@@ -438,11 +433,12 @@ class Searcher:
             best = max((c.coverage for c in found.values() if 0 < c.keyword_rank <= QUERY_COVERAGE_TOP), default=0.0)
             for c in found.values():
                 c.query_coverage = best
-        key = name_key(query)
-        if key and len(key.split()) <= NAME_QUERY_WORDS:
-            names = self.store.note_names(sorted({c.path for c in found.values()}))
+        name = as_name(query)
+        if name and self.graph is not None:
+            # The note a link [[name]] from the vault root would lead to, as `tarsctl links` finds it.
+            named = self.graph.find_note(name)
             for c in found.values():
-                c.named = key in note_name_keys(c.path, names.get(c.path, []))
+                c.named = c.path == named
         return list(found.values()), vector_error
 
     def _phrase_frequencies(self, parts: list[str]) -> tuple[int, list[int]]:

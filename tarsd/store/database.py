@@ -141,9 +141,6 @@ class Store(Connections):
 
     # ---- passages (chunks.py) and keywords (fts.py) ----
 
-    def note_names(self, paths: list[str]) -> dict[str, list[str]]:
-        return self._files.names(paths)
-
     def chunk_rows(self, ids: list[int]) -> dict[int, ChunkRow]:
         return self._chunks.chunk_rows(ids)
 

@@ -66,21 +66,6 @@ class Files:
             ).fetchall()
         return FileState(rows[0][0], rows[0][1], rows[0][2], rows[0][3], rows[0][4], bool(rows[0][5])) if rows else None
 
-    def names(self, paths: list[str]) -> dict[str, list[str]]:
-        """Each note's names besides its file name: its title and its front-matter aliases."""
-        if not paths:
-            return {}
-        marks = ",".join("?" * len(paths))
-        reader = self.db.reader()
-        found: dict[str, list[str]] = {}
-        sql = f"SELECT path, title FROM files WHERE collection_id = ? AND path IN ({marks}) AND skipped = 0"
-        for path, title in reader.execute(sql, [self.db.collection_id, *paths]):
-            found.setdefault(path, []).append(title)
-        sql = f"SELECT f.path, a.alias FROM note_aliases a JOIN files f ON f.id = a.file_id WHERE f.path IN ({marks})"
-        for path, alias in reader.execute(sql, paths):
-            found.setdefault(path, []).append(alias)
-        return found
-
     def uses_other_chunking(self, chunker: str) -> bool:
         """True if some indexed note was chunked another way (it is re-chunked at the next sync)."""
         sql = "SELECT 1 FROM files WHERE skipped = 0 AND chunker != ? LIMIT 1"
