@@ -19,6 +19,7 @@ KEYWORD_POSTINGS_BUDGET=1000000000`` (a setting of tarsd.search.searcher: no com
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from search_quality import TOLERANCE, cache_dir, open_index, vault_for
 from search_sets import LENGTH_BANDS, NAMES, length_band, load, split_of, words
 
 from tarsd.search import searcher
-from tarsd.search.searcher import LINK_TOP, Candidate, fuse_tars, keyword_value
+from tarsd.search.searcher import ANCHORS, LEADS, LINK_TOP, Candidate, fuse_tars, keyword_value, leads
 
 DEPTH = 300
 Fusion = Callable[[Candidate, "Question"], float]
@@ -90,6 +91,12 @@ def tars(c: Candidate, q: Question) -> float:
     return fuse_tars(c)
 
 
+def short_form(c: Candidate, q: Question) -> float:
+    """The shipped fusion without its long-query form (what shipped before it): coverage and the
+    squared BM25 share at every length."""
+    return fuse_tars(dataclasses.replace(c, length_share=0.0))
+
+
 def capped(cap: float, base: float = 0.4, per_coverage: float = 0.2, power: float = 2.0, title: float = 0.05) -> Fusion:
     """The shipped fusion with the keyword weight capped at ``cap``."""
 
@@ -131,6 +138,7 @@ def z_scores(weight: float) -> Fusion:
 
 FUSIONS: dict[str, Fusion] = {
     "tars": tars,
+    "short-form": short_form,
     "rrf60": rrf(60),
     "cap0.5": capped(0.5),
     "cap0.45": capped(0.45),
@@ -228,6 +236,33 @@ def fit(data: dict[str, list[Question]], mode: str, fusion: Fusion = tars) -> No
     print_table(
         ["value", *[f"{name} >=" for name in data], "mean >=", "mean <", "mean in [v, v+.05)"], rows, f"{mode}: share relevant by value"
     )
+    if mode in LEADS:
+        relevant_from = ANCHORS[mode][2]
+        rows = []
+        for name, questions in data.items():
+            plain, led = [], []
+            for q in questions:
+                shown = top(q, mode)
+                for c, below in zip(shown, [*shown[1:], None], strict=False):
+                    if forced(c, mode) or mode_value(c, q, mode) < relevant_from:
+                        continue
+                    plain.append(q.grades.get(c.path, 0) > 0)
+                    if leads(c, below, mode):
+                        led.append(q.grades.get(c.path, 0) > 0)
+            rows.append(
+                [
+                    name,
+                    len(plain),
+                    f"{sum(plain) / len(plain):.2f}" if plain else "-",
+                    len(led),
+                    f"{sum(led) / len(led):.2f}" if led else "-",
+                ]
+            )
+        print_table(
+            ["set", f"hits >= {relevant_from}", "relevant", "and leading the next", "relevant"],
+            rows,
+            f"{mode}: hits past the relevant anchor, and those that also lead the next hit by {LEADS[mode]} (LEADS)",
+        )
     forced_shares = {name: sum(v) / len(v) for name, v in forced_hits.items() if v}
     print(
         f"{mode}: hits shown relevant by rule (named, or first in both lists): "

@@ -32,12 +32,15 @@ from tarsd.markdown.tokens import query_phrase
 from tarsd.markdown.visible import shown_heading
 from tarsd.search.graph import NoteGraph
 from tarsd.search.snippets import make_snippet, query_phrases
-from tarsd.store.database import MAX_PHRASES, NO_FILTER, Filter, Store
+from tarsd.store.database import NO_FILTER, PHRASE_IN_ROW, PHRASE_IN_TITLE, Filter, Store
 
 Mode = Literal["fts", "vec", "hybrid"]
 MODES = ("fts", "vec", "hybrid")
 BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
-MAX_QUERY_TERMS = MAX_PHRASES  # the keyword query reports which of these a passage holds
+# A paragraph-long query's first this many words are searched for (after stopwords): on the
+# paragraph-query set (bench/search_quality.py, ArguAna dev, keywords only) 64 scored nDCG@10
+# 0.355 against 0.350 for 48 or 80, 0.343 for all of them and 0.336 for 31.
+MAX_QUERY_TERMS = 64
 # A hit carries its chunk's text: at most this many characters, so 1,000 hits stay far below
 # the socket's 64 MiB reply cap (chunks are bounded; this also bounds any older, larger row).
 MAX_HIT_TEXT = 16_000
@@ -48,6 +51,11 @@ CANDIDATE_DEPTH = 300
 # Passages a keyword search may score: past this, the query's commonest words are left out of
 # the search (see affordable_phrases). About 30 ms of FTS5 work on this project's 2-core box.
 KEYWORD_POSTINGS_BUDGET = 20_000
+# The same for a query of more than LONG_QUERY_WORDS words. A paragraph states its topic in
+# words that are common in its corpus: keeping only its rarest cost the paragraph-query set
+# 0.021 nDCG@10 (ArguAna dev, keywords only, 0.336 with no cut against 0.315 at 20,000), while
+# no short query of the four sets reached 20,000.
+LONG_QUERY_POSTINGS_BUDGET = 100_000
 # The keyword hits whose coverage says how well keywords answer the query.
 QUERY_COVERAGE_TOP = 10
 # A query of at most this many words may be a note's name (see as_name).
@@ -93,6 +101,7 @@ class Candidate:
     coverage: float = 0.0  # share of the query's words (weighted by IDF) in its best keyword passage, title included
     title_coverage: float = 0.0  # the same, in its title, aliases, tags and file name only
     query_coverage: float = 0.0  # the best coverage among the top keyword hits: how well keywords answer this query
+    length_share: float = 0.0  # 0 for a query of up to LONG_FUSION_FROM words, 1 from LONG_FUSION_TO (see fuse_tars)
     vector_rank: int = 0  # 1-based among notes in the vector list; 0: not in it
     cosine: float = 0.0  # of its nearest passage (measured even when the vector top-k missed it)
     linked_from: int = 0  # other top hits that link to it
@@ -109,8 +118,20 @@ class Candidate:
 # more of the query's rare words (the answer deep in a long note, an exact name), vectors
 # more when no passage shares the question's words (a paraphrase). Both signals are measured
 # for every candidate, so a note the other list ranked low is not counted as unrelated.
+#
+# A paragraph-long query is never "covered": it holds dozens of rare words and no passage holds
+# most of them, so coverage and query_coverage say little, and squaring the BM25 share lets the
+# one passage sharing the most words win. From LONG_FUSION_FROM words to LONG_FUSION_TO the
+# fusion moves to LONG_KEYWORD_WEIGHT * (bm25 / best bm25) + the rest * cosine: on the
+# paragraph-query set's dev half hybrid nDCG@10 went from 0.386 to 0.417 (fts 0.350, vec 0.365),
+# and no other set's dev half moved (bench/search_fusion_study.py). The ramp sits between the
+# shapes: the longest claim or question of the other three sets has 29 words, the shortest
+# argument 45 (ramps starting at 20 or 25 words scored the same on every dev half).
 KEYWORD_WEIGHT = 0.4
 KEYWORD_WEIGHT_PER_COVERAGE = 0.2
+LONG_FUSION_FROM = 30
+LONG_FUSION_TO = 45
+LONG_KEYWORD_WEIGHT = 0.5
 TITLE_BOOST = 0.05  # times the share of the query in the note's title, aliases, tags, file name
 LINK_BOOST = 0.02  # per other top hit linking to the note (Obsidian links as evidence), at most
 LINK_BOOST_CAP = 2
@@ -133,6 +154,21 @@ LONG_QUERY_CAP = 0.49
 # Per mode: the value where maybe begins, where kinda begins, where relevant begins.
 ANCHORS = {"fts": (0.60, 0.86, 0.98), "vec": (0.58, 0.70, 0.81), "hybrid": (0.55, 0.70, 0.86)}
 RELEVANT = 0.75
+# In fts and vec a hit is shown as relevant only when it also stands out from the next hit of
+# its list: its BM25 at least this share above the next one's (fts), its cosine at least this
+# much above (vec). A top hit among near-equals is one of several close answers, and was
+# relevant 74% of the time on SQuAD's dev half (fts) and 76% on SciFact's (vec); with the lead,
+# 95% and 85% (bench/search_fusion_study.py --fit).
+LEADS = {"fts": 0.2, "vec": 0.03}
+
+
+def leads(c: Candidate, below: Candidate | None, mode: str) -> bool:
+    """Whether ``c`` stands out from ``below``, the next hit of its list (see LEADS)."""
+    if below is None:
+        return True
+    if mode == "fts":
+        return c.bm25 > 0 and 1 - below.bm25 / c.bm25 >= LEADS["fts"]
+    return c.cosine - below.cosine >= LEADS["vec"]
 
 
 def shown_score(value: float, mode: str, long_query: bool) -> float:
@@ -144,10 +180,17 @@ def shown_score(value: float, mode: str, long_query: bool) -> float:
 
 def fuse_tars(c: Candidate) -> float:
     """The hybrid ranking value (see above)."""
-    alpha = min(0.95, KEYWORD_WEIGHT + KEYWORD_WEIGHT_PER_COVERAGE * c.query_coverage)
     relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
-    keyword = relative * relative * c.coverage
+    long = c.length_share
+    alpha = (1 - long) * min(0.95, KEYWORD_WEIGHT + KEYWORD_WEIGHT_PER_COVERAGE * c.query_coverage) + long * LONG_KEYWORD_WEIGHT
+    keyword = (1 - long) * relative * relative * c.coverage + long * relative
     return alpha * keyword + (1 - alpha) * c.cosine + TITLE_BOOST * c.title_coverage + LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP)
+
+
+def length_share(query: str) -> float:
+    """How far the query is into the long-query fusion: 0 up to LONG_FUSION_FROM words, 1 from LONG_FUSION_TO."""
+    words = query_words(query)
+    return min(1.0, max(0.0, (words - LONG_FUSION_FROM) / (LONG_FUSION_TO - LONG_FUSION_FROM)))
 
 
 def signals(c: Candidate) -> Explain:
@@ -175,17 +218,19 @@ def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
     return [w / whole for w in weights]
 
 
-def affordable_phrases(frequencies: list[int]) -> list[int]:
+def affordable_phrases(frequencies: list[int], budget: int | None = None) -> list[int]:
     """The phrases (indices, in query order) the keyword search looks for: all of them, unless
     together they appear in more than KEYWORD_POSTINGS_BUDGET passages; then the rarest that fit
     (at least one). FTS5 scores every passage holding any of an OR's words, so in a big vault a
     question's common words ("methods", "lack") cost hundreds of milliseconds while moving
     almost nothing: their IDF is near zero (bench/search_scale.py)."""
-    if sum(frequencies) <= KEYWORD_POSTINGS_BUDGET:
+    if budget is None:
+        budget = KEYWORD_POSTINGS_BUDGET
+    if sum(frequencies) <= budget:
         return list(range(len(frequencies)))
     kept, used = [], 0
     for i in sorted(range(len(frequencies)), key=lambda i: frequencies[i]):
-        if kept and used + frequencies[i] > KEYWORD_POSTINGS_BUDGET:
+        if kept and used + frequencies[i] > budget:
             break
         kept.append(i)
         used += frequencies[i]
@@ -244,8 +289,12 @@ def fts_query(text: str) -> str:
     return " OR ".join(query_parts(text))
 
 
+def query_words(query: str) -> int:
+    return len(re.findall(r"\w+", query))
+
+
 def is_long(query: str) -> bool:
-    return len(re.findall(r"\w+", query)) > LONG_QUERY_WORDS
+    return query_words(query) > LONG_QUERY_WORDS
 
 
 def as_name(query: str) -> str:
@@ -353,8 +402,12 @@ class Searcher:
             return mode == "hybrid" and not long_query and c.keyword_rank == 1 and c.vector_rank == 1
 
         ordered = sorted(pool, key=lambda c: (not c.named, not agreed(c), order[id(c)]))
+        by_rank = sorted(pool, key=lambda c: order[id(c)])
+        next_in_list = {id(c): below for c, below in zip(by_rank, [*by_rank[1:], None], strict=False)}
         for c in ordered:
             c.score = shown_score(c.fused, mode, long_query)
+            if mode in LEADS and c.score >= RELEVANT and not leads(c, next_in_list[id(c)], mode):
+                c.score = RELEVANT - 0.01  # kinda at best: one of several close answers
             if c.named or agreed(c):
                 c.score = max(c.score, RELEVANT)
         for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
@@ -378,7 +431,7 @@ class Searcher:
         fts_hits = []
         if parts and "fts" in lists:
             total, frequencies = self._phrase_frequencies(parts)
-            kept = affordable_phrases(frequencies)
+            kept = affordable_phrases(frequencies, LONG_QUERY_POSTINGS_BUDGET if is_long(query) else KEYWORD_POSTINGS_BUDGET)
             parts, frequencies = [parts[i] for i in kept], [frequencies[i] for i in kept]
             fts_hits = self.store.fts_search(" OR ".join(parts), depth, where)
         vec_hits: list[tuple[int, float]] = []
@@ -404,13 +457,14 @@ class Searcher:
 
         weights = phrase_weights(total, frequencies) if fts_hits else []
         keyword_rank = 0
-        for chunk, bm25, matched, in_title in fts_hits:
+        for chunk, bm25, matched in fts_hits:
             c = candidate(chunk)
             if c is not None and not c.keyword_rank:
                 keyword_rank += 1
                 c.keyword_rank, c.bm25, c.chunk, c.keyword_chunk = keyword_rank, -bm25, chunk, chunk
-                c.coverage = sum(w for i, w in enumerate(weights) if matched >> i & 1)
-                c.title_coverage = sum(w for i, w in enumerate(weights) if in_title >> i & 1)
+                # zip stops at the shorter: the phrases FTS5 parsed are the ones weighed.
+                c.coverage = sum(w for w, found in zip(weights, matched, strict=False) if found & PHRASE_IN_ROW)
+                c.title_coverage = sum(w for w, found in zip(weights, matched, strict=False) if found & PHRASE_IN_TITLE)
         top_bm25 = max((c.bm25 for c in found.values()), default=0.0)
         vector_rank = 0
         for chunk, cosine in vec_hits:
@@ -421,8 +475,9 @@ class Searcher:
             c.vector_rank, c.cosine = vector_rank, max(0.0, cosine)
             if not c.keyword_rank or vector_rank < c.keyword_rank:
                 c.chunk = chunk
+        share = length_share(query)
         for c in found.values():
-            c.top_bm25 = top_bm25
+            c.top_bm25, c.length_share = top_bm25, share
         if query_vector is not None:
             # A keyword hit the vector top-k missed is not unrelated: measure how near it is.
             missing = [c for c in found.values() if not c.vector_rank]

@@ -42,24 +42,22 @@ READER_PRAGMAS = ("PRAGMA query_only = ON", "PRAGMA cache_size = -8192")
 
 WRITER_BUSY_TIMEOUT_MS = 60_000  # writer_connection(): conversations and pending rules
 
-# A keyword query's phrases whose matches are reported: two sets of 31 bits fit SQLite's signed
-# 64-bit integer (a 32nd phrase matched in a title would set bit 63, which SQLite cannot hold).
-MAX_PHRASES = 31
-PHRASE_MASK = (1 << 32) - 1
+# What tars_phrases says of each query phrase in a row, one byte per phrase (a blob, so a query
+# of any length fits: an integer bitmask ran out at SQLite's 64 bits).
+PHRASE_IN_ROW = 1
+PHRASE_IN_TITLE = 2
 
 
-def matched_phrases(api: apsw.FTS5ExtensionApi, *_args: object) -> int:
-    """FTS5 auxiliary function, given to every read connection as tars_phrases: which of the
-    query's first MAX_PHRASES phrases this row matched (bits 0-30), and which it matched in the
-    title column (bits 32-62). Search turns them into coverage."""
-    anywhere = title = 0
-    for phrase in range(min(api.phrase_count, MAX_PHRASES)):
+def matched_phrases(api: apsw.FTS5ExtensionApi, *_args: object) -> bytes:
+    """FTS5 auxiliary function, given to every read connection as tars_phrases: for each of the
+    query's phrases in order, whether this row holds it (PHRASE_IN_ROW) and whether its title
+    column does (PHRASE_IN_TITLE). Search turns them into coverage."""
+    found = bytearray(api.phrase_count)
+    for phrase in range(api.phrase_count):
         columns = api.phrase_columns(phrase)
         if columns:
-            anywhere |= 1 << phrase
-            if 0 in columns:
-                title |= 1 << phrase
-    return anywhere | (title << 32)
+            found[phrase] = PHRASE_IN_ROW | (PHRASE_IN_TITLE if 0 in columns else 0)
+    return bytes(found)
 
 
 def make_private(db_path: Path) -> None:

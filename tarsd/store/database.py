@@ -18,8 +18,8 @@ from tarsd.markdown.chunker import Chunk
 from tarsd.store.chunks import ChunkRow, Chunks
 from tarsd.store.connection import (
     CONNECTION_PRAGMAS,
-    MAX_PHRASES,
-    PHRASE_MASK,
+    PHRASE_IN_ROW,
+    PHRASE_IN_TITLE,
     READER_PRAGMAS,
     WRITER_BUSY_TIMEOUT_MS,
     Batch,
@@ -42,10 +42,10 @@ __all__ = [
     "COLLECTION",
     "CONNECTION_PRAGMAS",
     "FTS_TOKENIZER_ARGS",
-    "MAX_PHRASES",
     "MIGRATIONS",
     "NO_FILTER",
-    "PHRASE_MASK",
+    "PHRASE_IN_ROW",
+    "PHRASE_IN_TITLE",
     "READER_PRAGMAS",
     "SCHEMA_VERSION",
     "VECTOR_TABLE_LAYOUT",
@@ -147,7 +147,7 @@ class Store(Connections):
     def chunk_notes(self, ids: list[int]) -> dict[int, tuple[int, str]]:
         return self._chunks.chunk_notes(ids)
 
-    def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float, int, int]]:
+    def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float, bytes]]:
         return self._keywords.fts_search(match, limit, where)
 
     def keyword_tokens(self, text: str) -> list[str]:

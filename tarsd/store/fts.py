@@ -1,6 +1,6 @@
 """The keyword index: chunks_fts (FTS5, one row per passage: its note's title terms, its
 headings, its body, folded by tarsd/markdown/tokens.py) and chunks_vocab over it; keyword
-search with bm25 and the matched-phrase bitmasks (connection.matched_phrases), the tokens
+search with bm25 and which query phrases each row holds (connection.matched_phrases), the tokens
 snippets mark, and the token and passage counts that IDF is made of."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import apsw
 
 from tarsd.markdown.chunker import Chunk
 from tarsd.markdown.tokens import index_text
-from tarsd.store.connection import PHRASE_MASK, Connections
+from tarsd.store.connection import Connections
 from tarsd.store.filters import NO_FILTER, Filter, filter_sql
 from tarsd.store.status import Counts
 
@@ -43,10 +43,10 @@ class Keywords:
         """The rows of deleted chunks (``marks``: one '?' per id), inside the caller's write."""
         self.db.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
 
-    def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float, int, int]]:
-        """(chunk id, bm25, phrases matched, phrases matched in the title) best first. bm25 is
-        negative, more negative is better; the phrase sets are bitmasks over the query's
-        phrases in order (see connection.matched_phrases)."""
+    def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float, bytes]]:
+        """(chunk id, bm25, phrases matched) best first. bm25 is negative, more negative is
+        better; phrases matched holds a byte per query phrase in order, PHRASE_IN_ROW and
+        PHRASE_IN_TITLE (see connection.matched_phrases)."""
         if not where:
             # FTS5 sorts "ORDER BY rank" itself, so tars_phrases runs only for the rows returned,
             # not for every match; and one collection per database makes the joins unneeded.
@@ -59,7 +59,7 @@ class Keywords:
                       FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id
                       WHERE chunks_fts MATCH ? AND {clauses} ORDER BY score LIMIT ?"""
             rows = self.db.reader().execute(sql, (match, *params, limit))
-        return [(r[0], r[1], r[2] & PHRASE_MASK, r[2] >> 32) for r in rows]
+        return [(r[0], r[1], r[2]) for r in rows]
 
     def keyword_tokens(self, text: str) -> list[str]:
         """``text`` cut into keyword tokens exactly as the index cuts it (stemmed, folded)."""

@@ -202,16 +202,68 @@ def test_a_big_vaults_commonest_words_are_left_out_of_the_keyword_search():
 
 
 def test_a_paragraph_long_query_never_fails_and_is_never_sure(make_engine, vault):
-    """A query of 40 distinct words, every one in a note's title: the keyword search takes the
-    first 31 (a 32nd phrase matched in a title once set bit 63 of the match set, which SQLite's
-    integer cannot hold, and failed the whole search), and a paragraph-long query's hits are
-    shown at most as maybe (docs/search.md)."""
-    words = [f"word{n}" for n in range(40)]
+    """A query of 100 distinct words, every one in a note's title: the keyword search takes the
+    first 64 (MAX_QUERY_TERMS), every one of them counted in coverage (a 32nd phrase matched in a
+    title once set bit 63 of an integer match set, which SQLite cannot hold, and failed the whole
+    search); a word past the 64th is not searched; and a paragraph-long query's hits are shown at
+    most as maybe (docs/search.md)."""
+    from tarsd.search.searcher import MAX_QUERY_TERMS
+
+    words = [f"word{n}" for n in range(100)]
     write(vault, "target.md", f"# {' '.join(words)}\n\nEvery word of the question is in this title.\n")
-    for n in range(5):
-        write(vault, f"other/{n}.md", f"# Other {n}\n\n{words[n]} and nothing else of it.\n")
+    write(vault, "fiftieth.md", f"# Fiftieth\n\n{words[50]} and nothing else of it.\n")
+    write(vault, "seventieth.md", f"# Seventieth\n\n{words[70]} and nothing else of it.\n")
     engine = make_engine(kind="none")
     engine.indexer.sync()
-    results = engine.searcher.search(" ".join(words), mode="fts", limit=3, explain=True).results
-    assert results[0].path == "target.md" and results[0].explain.title_coverage == 1.0
+    results = engine.searcher.search(" ".join(words), mode="fts", limit=5, explain=True).results
+    assert MAX_QUERY_TERMS == 64
+    # Every searched word counted, and more than 32 of them in the title (which keeps its first
+    # 300 characters: about 44 of these words).
+    assert results[0].path == "target.md" and results[0].explain.coverage == 1.0 and results[0].explain.title_coverage > 40 / 64
+    by_path = {r.path: r for r in results}
+    assert "fiftieth.md" in by_path and by_path["fiftieth.md"].explain.coverage > 0  # past the 31st word, still counted
+    assert "seventieth.md" not in by_path  # past the 64th: not searched
     assert {r.band for r in results} <= {"maybe", "not"}
+
+
+def test_a_paragraph_long_query_keeps_its_common_words_and_weighs_bm25_not_coverage():
+    """A long query's keyword search may score more passages before its commonest words go, and
+    its hybrid value is the BM25 share and the cosine, not the share of its words a passage holds
+    (a paragraph is never covered: docs/search.md)."""
+    from tarsd.search.searcher import (
+        KEYWORD_POSTINGS_BUDGET,
+        LONG_QUERY_POSTINGS_BUDGET,
+        Candidate,
+        affordable_phrases,
+        fuse_tars,
+        length_share,
+    )
+
+    common = KEYWORD_POSTINGS_BUDGET
+    assert affordable_phrases([common, 38, common // 2]) == [1, 2]
+    assert affordable_phrases([common, 38, common // 2], LONG_QUERY_POSTINGS_BUDGET) == [0, 1, 2]
+
+    assert length_share("a claim of a dozen words or so, as people ask") == 0.0
+    assert length_share(" ".join(["word"] * 60)) == 1.0
+    few = Candidate(chunk=1, path="a.md", bm25=9.0, top_bm25=10.0, coverage=0.2, query_coverage=0.9, cosine=0.5)
+    many = Candidate(chunk=2, path="b.md", bm25=9.0, top_bm25=10.0, coverage=0.8, query_coverage=0.9, cosine=0.5)
+    assert fuse_tars(many) > fuse_tars(few)  # a short query: the passage holding more of its words first
+    few.length_share = many.length_share = 1.0
+    assert fuse_tars(many) == fuse_tars(few)  # a paragraph: coverage says nothing
+
+
+def test_a_keyword_hit_among_near_equals_is_not_shown_as_relevant(make_engine, vault):
+    """fts: a hit that holds every rare word of the query is relevant only when it also leads the
+    next hit (LEADS): two notes saying the same thing are two close answers, kinda at best."""
+    write(vault, "alone.md", "# Physics\n\nLattice chromodynamics on a quantum computer.\n")
+    write(vault, "twin-a.md", "# Garden\n\nHeirloom tomatoes ripen by the south wall.\n")
+    write(vault, "twin-b.md", "# Garden too\n\nHeirloom tomatoes ripen by the south wall.\n")
+    for n in range(8):
+        write(vault, f"filler/{n}.md", f"# Filler {n}\n\nNothing about the question here, note {n}.\n")
+    engine = make_engine(kind="none")
+    engine.indexer.sync()
+    alone = engine.searcher.search("lattice chromodynamics quantum", mode="fts").results
+    assert alone[0].path == "alone.md" and alone[0].band == "relevant"
+    twins = engine.searcher.search("heirloom tomatoes ripen", mode="fts").results
+    assert {r.path for r in twins[:2]} == {"twin-a.md", "twin-b.md"}
+    assert [r.band for r in twins[:2]] == ["kinda", "kinda"]
