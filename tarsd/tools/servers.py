@@ -225,16 +225,20 @@ class ToolServers:
         log.info("the user allowed %s %s from now on (%s)", server, tool, self.rules.path)
 
     def unavailable(self) -> list[tuple[str, str]]:
-        """(server, why) for each enabled server whose tools cannot be called now, for the model."""
+        """(server, why) for each enabled server whose tools cannot be called now, for the model: in
+        tars's own words only (a server's error text or stderr is not for the model's prompt)."""
+        said = {
+            "starting": "still starting",
+            "restarting": "stopped; being started again",
+            "failed": "could not be started (`tarsctl tools` says why)",
+            "misconfigured": "configured wrongly (`tarsctl tools` says why)",
+        }
         found = []
         for name, connection in self.connections.items():
-            if connection.state in ("stopped",):
-                continue
-            circuit = connection.circuit.describe()
-            if connection.state != "ready":
-                found.append((name, f"{connection.state}" + (f": {connection.error}" if connection.state != "starting" else "")))
-            elif circuit.state == "open":
-                found.append((name, f"failing: {circuit.failures} calls in a row failed (last: {circuit.reason})"))
+            if connection.state in said:
+                found.append((name, said[connection.state]))
+            elif connection.state == "ready" and (circuit := connection.circuit.describe()).state == "open":
+                found.append((name, f"failing: {circuit.failures} calls in a row failed"))
         return found
 
     # ---- calls (from chat threads) ----

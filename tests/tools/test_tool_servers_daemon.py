@@ -309,7 +309,7 @@ def test_a_hanging_server_ends_at_its_timeout_and_repeated_failures_open_the_cir
     # The model is told in its system prompt too, and status says why.
     ollama.script = [{"text": "ok"}]
     chat(daemon, "hang-2", "hello")
-    assert "slow (failing: 2 calls in a row failed" in ollama.bodies("/api/chat")[-1]["messages"][0]["content"]
+    assert "slow (failing: 2 calls in a row failed)" in ollama.bodies("/api/chat")[-1]["messages"][0]["content"]
     assert "tools: the MCP server slow is failing" in daemon.tarsctl("status").stdout
     # After the quiet period one call goes through, and its success closes the circuit.
     time.sleep(OPEN_SECONDS)
