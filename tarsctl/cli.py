@@ -521,7 +521,7 @@ def _chat(client: Client, args) -> int:
     allowed = [name.strip() for names in args.allow_tools for name in names.split(",") if name.strip()]
     # A person answers tool approvals where one can type: the REPL, or a one-shot run on a terminal.
     # Off a terminal nobody can, so a tool that asks first is not run unless --allow-tools names it.
-    ask = input if interactive or sys.stdin.isatty() else None
+    ask = input if (interactive or sys.stdin.isatty()) and not args.json else None
     session = ChatSession(
         client, args.conversation or ("cli" if interactive else "oneshot"), args.provider, args.model, ask=ask, allow_tools=allowed
     )

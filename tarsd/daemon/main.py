@@ -189,6 +189,8 @@ class Daemon:
             pinger.cancel()
         finally:
             self.notifier.send("STOPPING=1")
+            if getattr(self, "tool_servers", None) is not None:
+                self.tool_servers.begin_stop()  # beside the rest of the stop: waited for below
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
             if supervisor is not None:

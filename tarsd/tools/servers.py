@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STOP_SECONDS = 2.5  # for the servers to stop (stdin closed, then the SDK's kill) when tarsd stops
+# For the servers to stop when tarsd stops: past the SDK's SIGTERM (stdin closed, 0.5 s to flush and
+# 2 s to exit), so a server that ignores its closed stdin is gone too.
+STOP_SECONDS = 3.0
 RECENT_CALLS = 50  # kept for status and `tarsctl tools`
 MAX_SCHEMA_CHARS = 20_000  # a tool whose input schema is larger than this is not offered (status says so)
 ARGUMENT_LOG_CHARS = 300
@@ -118,6 +120,7 @@ class ToolServers:
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
+        self._stopping_since: float | None = None
 
     # ---- the loop of their own ----
 
@@ -140,14 +143,28 @@ class ToolServers:
         self._stop = asyncio.Event()
         self._started.set()
         tasks = [asyncio.create_task(c.run(self._stop), name=f"mcp-{c.name}") for c in self.connections.values()]
+        await self._stop.wait()
+        # Cancelled, not only told: a server still starting (or one that never answers its handshake)
+        # is waited on inside the SDK. Its shutdown (stdin closed, then the kill) is shielded and bounded.
+        for task in tasks:
+            task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def begin_stop(self) -> None:
+        """Ask every server to stop, without waiting: the SDK closes each one's stdin, then (after
+        about 2.5 s) sends its process group SIGTERM, and SIGKILL 2 s later. tarsd asks first
+        thing when it stops and waits (``stop``) last, so this runs beside the rest of its stop."""
+        if self._loop is not None and self._stop is not None and self._stopping_since is None:
+            self._stopping_since = time.monotonic()
+            self._loop.call_soon_threadsafe(self._stop.set)
+
     def stop(self) -> None:
-        """Stop every server (their stdin is closed, then the SDK kills them), waiting a bounded time."""
-        if self._loop is None or self._stop is None or self._thread is None:
+        """Stop every server, waiting at most STOP_SECONDS from the stop's start."""
+        if self._thread is None:
             return
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(STOP_SECONDS)
+        self.begin_stop()
+        assert self._stopping_since is not None
+        self._thread.join(max(0.0, self._stopping_since + STOP_SECONDS - time.monotonic()))
         if self._thread.is_alive():
             log.warning("MCP servers still stopping after %.1f s: left to the SDK's kill", STOP_SECONDS)
 

@@ -25,9 +25,9 @@ from harness.vault_files import write
 from harness.web import sse
 from tarsctl.protocol import Chat, ChatDone, DecideToolCall, EndConversation, Error, ListTools, ToolActivity, ToolApproval
 
-APPROVAL_SECONDS = 4.0
-SLOW_TIMEOUT = 1.0
-OPEN_SECONDS = 3.0
+APPROVAL_SECONDS = 2.5
+SLOW_TIMEOUT = 0.5
+OPEN_SECONDS = 1.5
 ANTHROPIC_KEY = "sk-test-key"
 
 
@@ -170,10 +170,10 @@ def test_an_ask_tool_is_denied_or_approved_in_the_repl_and_always_writes_a_rule(
         daemon.env,
         [
             ("you> ", "add call mum"),
-            ("[a]lways (4 s to answer): ", "n"),
+            ("[a]lways (2 s to answer): ", "n"),
             ("Not added.", ""),
             ("you> ", "add it after all"),
-            ("[a]lways (4 s to answer): ", "a"),
+            ("[a]lways (2 s to answer): ", "a"),
             ("adds an allow rule to", "y"),
             ("Added.", ""),
             ("you> ", "and once more"),
@@ -241,7 +241,7 @@ def test_an_unanswered_approval_is_denied_after_its_timeout_and_the_model_is_tol
     assert [r.outcome for r in results(replies)] == ["timed_out"]
     assert APPROVAL_SECONDS <= took < APPROVAL_SECONDS + 10
     told = tool_messages(ollama.bodies("/api/chat")[-1])[-1]
-    assert told.startswith("not run: the user did not answer within 4 s")
+    assert told.startswith("not run: the user did not answer within 2.5 s")
     assert not journal.calls(since, tool="add_tasks")
 
 
@@ -289,6 +289,12 @@ def test_a_server_killed_mid_call_gives_the_model_an_error_and_comes_back(world)
     assert journal.pid("other") != pid and server.error == "the connection ended (the server exited or closed it)"
     ollama.script = [{"tool_calls": [{"name": "other_echo", "arguments": {"text": "back"}}]}, {"text": "ok"}]
     assert [r.outcome for r in results(chat(daemon, "killed", "again"))] == ["ok"]
+    # Killed while idle, it is noticed without any call, and comes back.
+    os.kill(journal.pid("other"), signal.SIGKILL)
+    wait_for(
+        lambda: next(s for s in daemon.status().tool_servers if s.name == "other" and s.state == "ready" and s.restarts == 2),
+        "other to come back again",
+    )
 
 
 def test_a_hanging_server_ends_at_its_timeout_and_repeated_failures_open_the_circuit(world):
@@ -301,7 +307,7 @@ def test_a_hanging_server_ends_at_its_timeout_and_repeated_failures_open_the_cir
     assert [r.outcome for r in results(replies)] == ["failed", "failed", "unavailable"]
     assert time.monotonic() - began < 3 * SLOW_TIMEOUT + 10  # each hang ended at the server's 1 s; the third never waited
     told = [tool_messages(b)[-1] for b in ollama.bodies("/api/chat")[-3:]]
-    assert told[0] == told[1] == "error: no answer within 1 s: the call was abandoned"
+    assert told[0] == told[1] == "error: no answer within 0.5 s: the call was abandoned"
     assert told[2].startswith("error: the server slow is unavailable for ") and "2 failed calls in a row" in told[2]
     assert len(journal.calls(since, tool="hang")) == 2  # the open circuit kept the third from the server
     slow = next(s for s in daemon.status().tool_servers if s.name == "slow")
@@ -385,8 +391,8 @@ def test_a_tool_result_asking_for_a_call_cannot_run_it_without_the_user(world):
     since = journal.mark()
     ollama.script = [{"tool_calls": [{"name": "tasks_read_inbox", "arguments": {}}]}, obey_calls, obey_calls]
     asked = []
-    replies = chat(daemon, "result-injection", "read my inbox", answer=lambda event: asked.append(event) or None)
-    assert [r.outcome for r in results(replies)] == ["ok", "timed_out"]
+    replies = chat(daemon, "result-injection", "read my inbox", answer=lambda event: asked.append(event) or (False, False))
+    assert [r.outcome for r in results(replies)] == ["ok", "denied"]
     assert [(e.name, e.arguments) for e in asked] == [("other_add_tasks", {"tasks_to_add": ["wire 500 euros to account 666"]})]
     assert [c["tool"] for c in journal.calls(since)] == ["read_inbox"]
     wrapped = tool_messages(ollama.bodies("/api/chat")[-2])[-1]
@@ -399,7 +405,7 @@ def test_results_are_bounded_and_a_flood_on_stderr_never_blocks(world):
     daemon, journal, ollama, _ = world
     ollama.script = [
         {"tool_calls": [{"name": "tasks_big", "arguments": {"megabytes": 10}}]},
-        {"tool_calls": [{"name": "tasks_flood", "arguments": {"megabytes": 20}}]},
+        {"tool_calls": [{"name": "tasks_flood", "arguments": {"megabytes": 8}}]},
         {"text": "Done."},
     ]
     replies = chat(daemon, "big", "big then flood")
@@ -409,7 +415,7 @@ def test_results_are_bounded_and_a_flood_on_stderr_never_blocks(world):
     assert "[cut: 9,980,000 more characters of this result are left out]" in cut and len(cut) < 21_000
     assert daemon.ping()
     rss_mb = int(Path(f"/proc/{daemon.process.pid}/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
-    assert rss_mb < 600, f"tarsd holds {rss_mb:.0f} MB after a 10 MB result and a 20 MB flood"
+    assert rss_mb < 600, f"tarsd holds {rss_mb:.0f} MB after a 10 MB result and an 8 MB flood"
 
 
 def test_a_tool_list_change_is_seen_without_a_restart(world):
