@@ -76,7 +76,6 @@ class StderrTail:
     its stderr never blocks on a full pipe) and kept bounded."""
 
     lines: deque = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
-    bytes_read: int = 0
 
     def follow(self, fd: int) -> None:
         """Read ``fd`` until end of file, in a thread of its own (the read blocks)."""
@@ -85,7 +84,6 @@ class StderrTail:
             partial = b""
             try:
                 while chunk := os.read(fd, 65536):
-                    self.bytes_read += len(chunk)
                     *complete, partial = (partial + chunk).split(b"\n")
                     partial = partial[-STDERR_LINE_CHARS:]  # a line with no end in sight: keep its tail
                     for line in complete[-STDERR_LINES:]:
@@ -102,6 +100,33 @@ class StderrTail:
 
     def last(self) -> str:
         return self.lines[-1] if self.lines else ""
+
+
+class OncePerMinute(logging.Filter):
+    """Lets one record a minute through: the SDK logs each line a stdio server writes to stdout that
+    is not a protocol message with a traceback, and a server that prints its own logs there would
+    fill tarsd's log. The count of the others goes with the next one let through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = float("-inf")
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self.last < 60.0:
+            self.dropped += 1
+            return False
+        if self.dropped:
+            record.msg = f"{record.msg} ({self.dropped} more like it in the last minute)"
+        self.last, self.dropped = now, 0
+        record.exc_info, record.exc_text = None, None  # the line's parse error, not a bug in tars
+        return True
+
+
+_SDK_STDIO_LOG = logging.getLogger("mcp.client.stdio")
+if not any(isinstance(f, OncePerMinute) for f in _SDK_STDIO_LOG.filters):
+    _SDK_STDIO_LOG.addFilter(OncePerMinute())
 
 
 class _EndWatch:

@@ -182,3 +182,12 @@ def test_text_from_servers_cannot_drive_the_terminal():
     assert shown_text("add\x1b[2K\rrun it? [y]es\u202e") == "add\\u001b[2K\\u000drun it? [y]es\\u202e"
     assert shown_json({"a": "x\ny\u009b"}) == '{\n  "a": "x\\ny\\u009b"\n}'
     assert not re.search(r"[\x00-\x1f\x7f-\x9f]", shown_json({"k": "".join(map(chr, range(160)))}).replace("\n", ""))
+
+
+def test_a_misspelt_key_in_a_server_table_is_named_at_start(tmp_path):
+    from tarsd.config.settings import ConfigError, load_config
+
+    config = tmp_path / "config.toml"
+    config.write_text('[mcp.servers.todoist]\ncomand = ["npx", "-y", "@doist/todoist-mcp"]\n')
+    with pytest.raises(ConfigError, match="unknown field `comand`"):
+        load_config(config, env={})

@@ -418,6 +418,27 @@ def test_results_are_bounded_and_a_flood_on_stderr_never_blocks(world):
     assert rss_mb < 600, f"tarsd holds {rss_mb:.0f} MB after a 10 MB result and an 8 MB flood"
 
 
+def test_junk_on_a_servers_stdout_is_skipped_and_logged_once(world):
+    daemon, journal, ollama, _ = world
+    ollama.script = [{"tool_calls": [{"name": "tasks_chatter", "arguments": {"lines": 3000}}]}, {"text": "ok"}]
+    before = daemon.log.read_text().count("Failed to parse JSONRPC message")
+    assert [(r.outcome, r.chars) for r in results(chat(daemon, "chatter", "chatter"))] == [("ok", len("chattered"))]
+    assert daemon.log.read_text().count("Failed to parse JSONRPC message") - before <= 1
+    assert daemon.ping()
+
+
+def test_arguments_too_large_to_check_are_refused_before_any_server_sees_them(world):
+    daemon, journal, ollama, _ = world
+    since = journal.mark()
+    huge = "x" * 150_000
+    ollama.script = [{"tool_calls": [{"name": "tasks_echo", "arguments": {"text": huge}}]}, {"text": "Too big."}]
+    replies = chat(daemon, "huge", "echo a lot", answer=lambda event: (True, False))
+    assert [r.outcome for r in results(replies)] == ["refused"] and not [r for r in replies if isinstance(r, ToolApproval)]
+    told = tool_messages(ollama.bodies("/api/chat")[-1])[-1]
+    assert told.startswith("error: not run: its arguments are 150,012 characters, over the 100,000 a call may have")
+    assert not journal.calls(since, tool="echo")
+
+
 def test_a_tool_list_change_is_seen_without_a_restart(world):
     daemon, journal, ollama, _ = world
     ollama.script = [{"tool_calls": [{"name": "web_grow", "arguments": {"tool_name": "fresh_tool"}}]}, {"text": "Grown."}]
