@@ -109,14 +109,6 @@ def build(name: str) -> MCPServer:
         sys.stderr.flush()
         return "flooded"
 
-    @server.tool(annotations=READ_ONLY, description="Write lines that are not JSON-RPC to stdout, then answer.")
-    def chatter(lines: int) -> str:
-        called("chatter", lines=lines)
-        for n in range(lines):
-            sys.stdout.write(f"debug: not a protocol message {n}\n")  # a server that prints to the wrong stream
-        sys.stdout.flush()
-        return "chattered"
-
     @server.tool(annotations=READ_ONLY, description="Exit at once, mid-call.")
     def crash() -> str:
         called("crash")

@@ -44,6 +44,18 @@ def test_servers_never_delay_start_up_search_or_chat_and_wrong_ones_say_why(star
         "bad name!": {"command": ["true"]},
         "leaky": stdio_server("leaky", journal.path, env_file=str(leaky)),
         "odd": stdio_server("odd", journal.path, env={"TOOL_SERVER_ODD_NAMES": "1"}),
+        # 3,000 lines of its own log on stdout before the protocol starts (the SDK's Python servers guard
+        # their stdout; a server in another language may not).
+        "noisy": {
+            **stdio_server("noisy", journal.path),
+            "command": [
+                "sh",
+                "-c",
+                'i=0; while [ $i -lt 3000 ]; do echo "debug: starting $i"; i=$((i+1)); done; exec "$@"',
+                "sh",
+                *stdio_server("noisy", journal.path)["command"],
+            ],
+        },
     }
     fake_anthropic.script = [{"text": "Hello."}]
     began = time.monotonic()
@@ -59,7 +71,7 @@ def test_servers_never_delay_start_up_search_or_chat_and_wrong_ones_say_why(star
     views = wait_for(
         lambda: (
             (found := {s.name: s for s in daemon.status().tool_servers})["mute"].state == "failed"
-            and found["odd"].state == "ready"
+            and found["odd"].state == found["noisy"].state == "ready"
             and found
         ),
         "the servers to settle",
@@ -73,6 +85,8 @@ def test_servers_never_delay_start_up_search_or_chat_and_wrong_ones_say_why(star
     status = daemon.tarsctl("status").stdout
     assert "tools: the MCP server leaky is failed" in status and "tools: the MCP server both is misconfigured" in status
     assert daemon.ping()
+    # The noisy server's junk lines were skipped, and logged once (a minute), not 3,000 times.
+    assert views["noisy"].tool_count > 10 and daemon.log.read_text().count("Failed to parse JSONRPC message") == 1
 
     # Names the providers refuse become names they take, unique, each reaching its own tool.
     fake_anthropic.script = [
