@@ -34,7 +34,7 @@ from tarsd.config.settings import McpConfig, McpServerConfig
 from tarsd.tools.circuit import Circuit
 from tarsd.tools.names import server_name_problem
 from tarsd.tools.results import ResultText, result_text
-from tarsd.tools.secret_files import SecretFileError, read_env_file, read_headers_file
+from tarsd.tools.secret_files import read_env_file, read_headers_file
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ STDERR_LINE_CHARS = 500
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # as the SDK's own HTTP client: a response stream may stay open
 
 
-class ServerGone(Exception):
-    """The connection ended: the server exited, closed its pipe or dropped the HTTP session."""
+class ConnectionEnded(Exception):
+    """The connection ended: the server exited or closed its pipe, or the HTTP session was dropped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +103,10 @@ class StderrTail:
 
 
 class OncePerMinute(logging.Filter):
-    """Lets one record a minute through: the SDK logs each line a stdio server writes to stdout that
-    is not a protocol message with a traceback, and a server that prints its own logs there would
-    fill tarsd's log. The count of the others goes with the next one let through."""
+    """Lets one "Failed to parse" record a minute through: the SDK logs each line a stdio server
+    writes to stdout that is not a protocol message, with a traceback, and a server that prints its
+    own logs there would fill tarsd's log. The count of the others goes with the next one let
+    through; the SDK's other records pass as they are."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -113,6 +114,8 @@ class OncePerMinute(logging.Filter):
         self.dropped = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Failed to parse"):
+            return True
         now = time.monotonic()
         if now - self.last < 60.0:
             self.dropped += 1
@@ -184,7 +187,6 @@ class ServerConnection:
         if self.error:
             self.state = "misconfigured"
         self.tools: list[types.Tool] = []  # the last list fetched (kept while the server restarts)
-        self.tools_changed_at = 0.0
         self.restarts = 0
         self.connected_at = 0.0
         self.next_start_at = 0.0
@@ -279,7 +281,7 @@ class ServerConnection:
                 if stop.is_set():
                     return
                 if self._ended.is_set():
-                    raise ServerGone("the connection ended (the server exited or closed it)")
+                    raise ConnectionEnded("the connection ended (the server exited or closed it)")
                 self._relist.clear()
                 try:
                     async with asyncio.timeout(self.mcp.start_timeout_seconds):
@@ -289,17 +291,14 @@ class ServerConnection:
 
     async def _transport(self, stack: contextlib.AsyncExitStack):
         """The transport (an async context manager of the SDK) for this server, its secrets read now."""
-        settings = self.settings
-        try:
-            if settings.url:
-                headers = read_headers_file(settings.headers_file) if settings.headers_file else {}
-                http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT))
-                return streamable_http_client(settings.url, http_client=http)
-            env = dict(settings.env)
-            if settings.env_file:
-                env.update(read_env_file(settings.env_file))
-        except SecretFileError as exc:
-            raise ServerGone(str(exc)) from None
+        settings = self.settings  # a secrets file that cannot be used raises SecretFileError, which says why
+        if settings.url:
+            headers = read_headers_file(settings.headers_file) if settings.headers_file else {}
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT))
+            return streamable_http_client(settings.url, http_client=http)
+        env = dict(settings.env)
+        if settings.env_file:
+            env.update(read_env_file(settings.env_file))
         # stderr goes through a pipe of ours, read as it comes: its last lines say why a server died.
         read_end, write_end = os.pipe()
         self.stderr = StderrTail()
@@ -323,7 +322,6 @@ class ServerConnection:
         if len(tools) > MAX_TOOLS:
             log.warning("MCP server %s lists %d tools: the first %d are used", self.name, len(tools), MAX_TOOLS)
         self.tools = tools[:MAX_TOOLS]
-        self.tools_changed_at = time.time()
         self.on_tools_changed()
 
     async def _on_message(self, message: Any) -> None:

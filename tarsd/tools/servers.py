@@ -113,6 +113,7 @@ class ToolServers:
                 connection.on_tools_changed = self._remake_catalog
                 self.connections[name] = connection
         self._lock = threading.Lock()
+        self._remaking = threading.Lock()
         self._catalog: dict[str, OfferedTool] = {}
         self._all: dict[str, list[OfferedTool]] = {}
         self._recent: deque[CallRecord] = deque(maxlen=RECENT_CALLS)
@@ -151,8 +152,8 @@ class ToolServers:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def begin_stop(self) -> None:
-        """Ask every server to stop, without waiting: the SDK closes each one's stdin, then (after
-        about 2.5 s) sends its process group SIGTERM, and SIGKILL 2 s later. tarsd asks first
+        """Ask every server to stop, without waiting: the SDK closes each one's stdin, then (about
+        2 s later) sends its process group SIGTERM, and SIGKILL 2 s after that. tarsd asks first
         thing when it stops and waits (``stop``) last, so this runs beside the rest of its stop."""
         if self._loop is not None and self._stop is not None and self._stopping_since is None:
             self._stopping_since = time.monotonic()
@@ -169,10 +170,10 @@ class ToolServers:
             log.warning("MCP servers still stopping after %.1f s: left to the SDK's kill", STOP_SECONDS)
 
     def wait_ready(self, timeout: float) -> bool:
-        """True once every enabled, well-configured server is connected (for doctor and tests)."""
+        """True once every server has connected or failed once (for doctor): none still starting."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(c.ready.is_set() or c.state in ("misconfigured", "stopped") for c in self.connections.values()):
+            if all(c.ready.is_set() or c.state != "starting" for c in self.connections.values()):
                 return True
             time.sleep(0.05)
         return False
@@ -180,6 +181,12 @@ class ToolServers:
     # ---- the catalog ----
 
     def _remake_catalog(self) -> None:
+        # One at a time: the tool servers' loop (a list changed) and a chat thread (the rules file
+        # changed) may both remake it, and the later one must see the other's input.
+        with self._remaking:
+            self._make_catalog()
+
+    def _make_catalog(self) -> None:
         taken = set(self.reserved)
         catalog: dict[str, OfferedTool] = {}
         everything: dict[str, list[OfferedTool]] = {}
