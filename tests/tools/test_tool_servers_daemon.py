@@ -440,12 +440,23 @@ def test_a_tool_list_change_is_seen_without_a_restart(world):
     assert "web_fresh_tool" in offered(ollama.bodies("/api/chat")[-1])
 
 
-def test_a_secret_comes_from_a_private_env_file(world):
+def test_a_secret_comes_from_a_private_env_file_and_tarsds_own_stay_with_tarsd(world):
     daemon, journal, ollama, _ = world
-    ollama.script = [{"tool_calls": [{"name": "tasks_getenv", "arguments": {"name": "TOOL_SECRET"}}]}, {"text": "ok"}]
+    ollama.script = [
+        {
+            "tool_calls": [
+                {"name": "tasks_getenv", "arguments": {"name": "TOOL_SECRET"}},
+                {"name": "tasks_getenv", "arguments": {"name": "ANTHROPIC_API_KEY"}},
+                {"name": "tasks_getenv", "arguments": {"name": "PATH"}},
+            ]
+        },
+        {"text": "ok"},
+    ]
     chat(daemon, "secret", "what is the secret?")
-    assert "\ns3cret\n" in tool_messages(ollama.bodies("/api/chat")[-1])[-1]
-    assert "s3cret" not in Path(daemon.env["TARS_CONFIG"]).read_text()
+    secret, anthropic_key, path = tool_messages(ollama.bodies("/api/chat")[-1])[-3:]
+    assert "\ns3cret\n" in secret and "s3cret" not in Path(daemon.env["TARS_CONFIG"]).read_text()
+    assert "\n(not set)\n" in anthropic_key and daemon.env["ANTHROPIC_API_KEY"] == ANTHROPIC_KEY  # tarsd's, not the server's
+    assert f"\n{os.environ['PATH']}\n" in path
 
 
 def test_tools_and_doctor_say_what_each_server_offers(world):
