@@ -451,40 +451,14 @@ class Doctor:
                 check.summary += " (chat only: search, memory and MCP work without it)"
 
     def tools(self) -> None:
-        """Each MCP server of [mcp.servers] started here, on its own, and its tools listed (the
-        running tarsd's own connections are not touched). A server that fails is a warning: only
-        the chat's use of its tools depends on it."""
+        """Each MCP server of [mcp.servers], started here on its own and its tools listed
+        (tarsctl/tools_view.py); a server that fails is a warning: only the chat's tools need it."""
         if self.config is None or not self.config.mcp.servers:
             return
-        from tarsd.tools.servers import ToolServers
+        from tarsctl.tools_view import probe_servers
 
-        servers = ToolServers(self.config.mcp)
-        servers.start()
-        try:
-            servers.wait_ready(self.config.mcp.start_timeout_seconds + 2)
-            views = servers.describe()
-        finally:
-            servers.stop()
-        for view in views:
-            where = f"MCP server {view.name} ({view.transport}: {view.target})"
-            if not view.enabled:
-                self.add("tools", "ok", f"{where}: disabled (enabled = false)")
-            elif view.state == "ready":
-                count = {action: sum(t.policy.action == action for t in view.tools) for action in ("allow", "ask", "deny")}
-                self.add(
-                    "tools",
-                    "ok",
-                    f"{where}: started and listed {len(view.tools)} tools "
-                    f"({count['allow']} run without asking, {count['ask']} ask first, {count['deny']} denied)",
-                )
-            else:
-                said = f" (stderr: {view.stderr[-1]})" if view.stderr and view.stderr[-1] not in view.error else ""
-                self.add(
-                    "tools",
-                    "warn",
-                    f"{where}: {view.state}: {view.error or 'no answer'}{said} (chat tools only: the rest works without it)",
-                    f"fix [mcp.servers.{view.name}] in the config (docs/tools.md), or run its command by hand to see why",
-                )
+        for status, summary, fix in probe_servers(self.config.mcp):
+            self.add("tools", status, summary, fix)
 
     # ---- helpers ----
 

@@ -1,6 +1,6 @@
-"""`tarsctl tools` and the tools lines of `tarsctl status`: the MCP servers tars uses, their state
-and tools with each one's policy, and the newest calls. Names and errors come from the servers:
-they are printed through tarsctl/shown.py."""
+"""`tarsctl tools`, the tools lines of `tarsctl status` and `tarsctl doctor`'s check of them: the
+MCP servers tars uses, their state and tools with each one's policy, and the newest calls. Names
+and errors come from the servers: they are printed through tarsctl/shown.py."""
 
 from __future__ import annotations
 
@@ -73,3 +73,43 @@ def status_lines(servers: list[ToolServerInfo], calls: list[ToolCallRecord]) -> 
     for call in calls[:5]:
         lines.append(f"           {call_line(call)}")
     return lines
+
+
+def probe_servers(settings) -> list[tuple[str, str, str]]:
+    """`tarsctl doctor`'s check of [mcp.servers] (a tarsd.config.settings.McpConfig): each server
+    started here, on its own (the running tarsd's connections are not touched), and its tools
+    listed; (ok | warn, what was found, the fix) per server."""
+    from tarsd.tools.servers import ToolServers
+
+    servers = ToolServers(settings)
+    servers.start()
+    try:
+        servers.wait_ready(settings.start_timeout_seconds + 2)
+        views = servers.describe()
+    finally:
+        servers.stop()
+    found = []
+    for view in views:
+        where = f"MCP server {view.name} ({view.transport}: {view.target})"
+        if not view.enabled:
+            found.append(("ok", f"{where}: disabled (enabled = false)", ""))
+        elif view.state == "ready":
+            count = {action: sum(t.policy.action == action for t in view.tools) for action in ("allow", "ask", "deny")}
+            found.append(
+                (
+                    "ok",
+                    f"{where}: started and listed {len(view.tools)} tools "
+                    f"({count['allow']} run without asking, {count['ask']} ask first, {count['deny']} denied)",
+                    "",
+                )
+            )
+        else:
+            said = f" (stderr: {view.stderr[-1]})" if view.stderr and view.stderr[-1] not in view.error else ""
+            found.append(
+                (
+                    "warn",
+                    f"{where}: {view.state}: {view.error or 'no answer'}{said} (chat tools only: the rest works without it)",
+                    f"fix [mcp.servers.{view.name}] in the config (docs/tools.md), or run its command by hand to see why",
+                )
+            )
+    return found

@@ -102,6 +102,11 @@ def test_servers_never_delay_start_up_search_or_chat_and_wrong_ones_say_why(star
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", n) for n in names) and len(set(names)) == len(names)
     assert {"odd_odd_name_with_dots", "odd_a_b"} <= set(odd) and len([n for n in odd if n.startswith("odd_nnnn")][0]) == 64
     assert [c["tool"] for c in journal.calls(server="odd")] == ["odd name!/with.dots", "a.b", "a_b"]
+    # doctor starts each server on its own: a broken one is a warning that says why, never a problem.
+    doctor = daemon.tarsctl("doctor")
+    assert "warn     tools     MCP server missing (stdio: no-such-program-for-tars-tests): failed: cannot start" in doctor.stdout
+    assert "warn     tools     MCP server leaky" in doctor.stdout and "chmod 600" in doctor.stdout
+    assert "ok       tools     MCP server noisy (stdio: sh -c" in doctor.stdout and "problem  tools" not in doctor.stdout
     assert daemon.stop() == 0  # not the fixture's kill -9: the mute server ignores its closed stdin
 
 
