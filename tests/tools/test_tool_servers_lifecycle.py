@@ -102,6 +102,14 @@ def test_servers_never_delay_start_up_search_or_chat_and_wrong_ones_say_why(star
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", n) for n in names) and len(set(names)) == len(names)
     assert {"odd_odd_name_with_dots", "odd_a_b"} <= set(odd) and len([n for n in odd if n.startswith("odd_nnnn")][0]) == 64
     assert [c["tool"] for c in journal.calls(server="odd")] == ["odd name!/with.dots", "a.b", "a_b"]
+
+    # A server that keeps failing is tried again after a back-off that doubles (0.5 s, 1 s, 2 s, ...).
+    def doubling() -> bool:
+        missing = next(s for s in daemon.status().tool_servers if s.name == "missing")
+        return missing.restarts >= 2 and abs(missing.next_start_at - missing.error_at - 0.5 * 2**missing.restarts) < 0.25
+
+    wait_for(doubling, "the missing server's back-off to double")
+
     # doctor starts each server on its own: a broken one is a warning that says why, never a problem.
     doctor = daemon.tarsctl("doctor")
     assert "warn     tools     MCP server missing (stdio: no-such-program-for-tars-tests): failed: cannot start" in doctor.stdout
