@@ -79,8 +79,12 @@ def probe_servers(settings) -> list[tuple[str, str, str]]:
     """`tarsctl doctor`'s check of [mcp.servers] (a tarsd.config.settings.McpConfig): each server
     started here, on its own (the running tarsd's connections are not touched), and its tools
     listed; (ok | warn, what was found, the fix) per server."""
+    import logging
+
     from tarsd.tools.servers import ToolServers
 
+    for name in ("tarsd.tools", "mcp"):  # what they log is in the checks below; not on doctor's screen too
+        logging.getLogger(name).addHandler(logging.NullHandler())
     servers = ToolServers(settings)
     servers.start()
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
@@ -195,6 +196,7 @@ class ServerConnection:
         self.circuit = Circuit(mcp.failures_to_open, mcp.open_seconds)
         self.on_tools_changed = lambda: None  # set by the servers: the catalog is made again
         self._client: Client | None = None
+        self._scope: anyio.CancelScope | None = None
         self._ended = asyncio.Event()
         self._relist = asyncio.Event()
         self.ready = asyncio.Event()  # set once the tools are listed (again after each restart)
@@ -251,7 +253,26 @@ class ServerConnection:
         self.state = "stopped"
 
     async def _serve(self, stop: asyncio.Event) -> None:
+        """One connection, from its start to its end. It runs in an anyio cancel scope, not under
+        asyncio's own timeout or task.cancel(): the SDK shields a stdio server's shutdown (stdin
+        closed, then the kill) from anyio's cancellation only, and a native cancel would leave the
+        process running. The scope's deadline is the start timeout until the tools are listed."""
         self._ended = asyncio.Event()
+        with anyio.CancelScope(deadline=anyio.current_time() + self.mcp.start_timeout_seconds) as scope:
+            self._scope = scope
+            try:
+                await self._connect_and_serve(stop, scope)
+            finally:
+                self._scope = None
+        if scope.cancelled_caught and not stop.is_set():
+            raise TimeoutError
+
+    def cancel(self) -> None:
+        """Stop the connection now, whatever it is doing (tarsd is stopping); on the servers' loop."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _connect_and_serve(self, stop: asyncio.Event, scope: anyio.CancelScope) -> None:
         async with contextlib.AsyncExitStack() as stack:
             transport = await self._transport(stack)
             client = Client(
@@ -261,9 +282,9 @@ class ServerConnection:
                 client_info=CLIENT_INFO,
                 message_handler=self._on_message,
             )
-            async with asyncio.timeout(self.mcp.start_timeout_seconds):
-                await stack.enter_async_context(client)
-                await self._list_tools(client)
+            await stack.enter_async_context(client)
+            await self._list_tools(client)
+            scope.deadline = math.inf  # started: no time limit from now on
             info = client.server_info
             self.server_info = f"{info.name} {info.version}" if info is not None else ""
             self._client = client
@@ -284,7 +305,7 @@ class ServerConnection:
                     raise ConnectionEnded("the connection ended (the server exited or closed it)")
                 self._relist.clear()
                 try:
-                    async with asyncio.timeout(self.mcp.start_timeout_seconds):
+                    with anyio.fail_after(self.mcp.start_timeout_seconds):
                         await self._list_tools(client)
                 except (TimeoutError, MCPError) as exc:
                     log.warning("MCP server %s: could not fetch its changed tool list: %s", self.name, exc)
@@ -359,7 +380,7 @@ class ServerConnection:
             return CallOutcome("unavailable", note=f"the server {self.name} is {refusal}")
         began = time.monotonic()
         try:
-            async with asyncio.timeout(self.timeout):
+            with anyio.fail_after(self.timeout):
                 result = await client.call_tool(tool, arguments)
         except TimeoutError:
             return self._failed(f"no answer within {self.timeout:g} s: the call was abandoned", began)

@@ -147,8 +147,8 @@ class ToolServers:
         await self._stop.wait()
         # Cancelled, not only told: a server still starting (or one that never answers its handshake)
         # is waited on inside the SDK. Its shutdown (stdin closed, then the kill) is shielded and bounded.
-        for task in tasks:
-            task.cancel()
+        for connection in self.connections.values():
+            connection.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def begin_stop(self) -> None:
