@@ -148,14 +148,19 @@ def test_a_kill_9_with_a_call_waiting_for_approval_runs_nothing_and_the_conversa
 
 
 def test_a_server_that_never_answers_is_never_left_running(start_daemon, tmp_path, fake_anthropic):
-    """Each start that runs out of time, and tarsd's stop, end the server's process (the SDK closes
-    its stdin, then kills its process group): none is left behind, not even one that ignores its stdin."""
+    """Each start that runs out of time, and tarsd's stop while a start is still waiting, end the
+    server's process (the SDK closes its stdin, then kills its process group): none is left
+    behind, not even one that ignores its stdin."""
     from harness.daemon import child_pids
 
     servers = {"mute": {"command": ["sleep", "1000"]}}
     daemon = configure(start_daemon, tmp_path, servers, fake_anthropic, start_timeout_seconds=1.0, restart_seconds=0.2)
     wait_for(lambda: daemon.status().tool_servers[0].restarts >= 2, "two starts of the mute server to run out of time")
     assert len(child_pids(daemon.process.pid, "sleep 1000")) <= 1  # the one being started now, if any
+    assert daemon.stop() == 0
+    # Stopped while the start still has 30 s to run: the stop does not wait for it, and ends it.
+    (tmp_path / "state" / "config.toml").write_text(toml_config(servers))
+    daemon.start()
     pids = wait_for(lambda: child_pids(daemon.process.pid, "sleep 1000"), "the server's process")
     began = time.monotonic()
     assert daemon.stop() == 0 and time.monotonic() - began < 5
