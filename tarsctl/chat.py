@@ -33,7 +33,9 @@ from tarsctl.protocol import (
     Search,
     SearchResults,
     ToolActivity,
+    ToolApproval,
 )
+from tarsctl.shown import shown_json, shown_text
 
 HELP = """\
   /search QUERY     search memory (hybrid)      /sgrep QUERY   keywords only     /svec QUERY   by meaning
@@ -45,20 +47,46 @@ HELP = """\
   Ctrl-C while tars answers stops the answer; the conversation goes on."""
 
 
+APPROVAL_SHOWN_CHARS = 20_000  # of a call's arguments, shown before asking
+
+
 class ChatSession:
-    def __init__(self, client: Client, conversation: str, provider: str, model: str, out=sys.stdout, err=sys.stderr):
+    def __init__(
+        self,
+        client: Client,
+        conversation: str,
+        provider: str,
+        model: str,
+        out=sys.stdout,
+        err=sys.stderr,
+        ask: Callable[[str], str] | None = None,
+        allow_tools: list[str] | None = None,
+    ):
+        """``ask`` reads a person's answer (input on a terminal); without it, tools that ask first
+        are not run (tarsd tells the model why). ``allow_tools``: tools allowed without asking."""
         self.client = client
         self.conversation = conversation
         self.provider = provider
         self.model = model
         self.out = out
         self.err = err
+        self.ask = ask
+        self.allow_tools = allow_tools or []
 
     def say(self, message: str, end: bool = False) -> ChatDone | Error:
         """Send a message and stream the answer. Ctrl-C sends a cancel and waits for the end."""
         request_id = self.client.next_id()
         self.client.send(
-            Chat(id=request_id, conversation=self.conversation, message=message, provider=self.provider, model=self.model, end=end)
+            Chat(
+                id=request_id,
+                conversation=self.conversation,
+                message=message,
+                provider=self.provider,
+                model=self.model,
+                end=end,
+                approvals=self.ask is not None,
+                allow_tools=self.allow_tools,
+            )
         )
         cancelled = False
         while True:
@@ -73,10 +101,16 @@ class ChatSession:
             if isinstance(reply, ChatDelta):
                 self.out.write(reply.text)
                 self.out.flush()
+            elif isinstance(reply, ToolApproval):
+                if not self.approve(reply, request_id) and not cancelled:
+                    cancelled = True  # Ctrl-C at the question: no, and the answer stops
+                    self.client.send(Cancel(id=request_id))
             elif isinstance(reply, ToolActivity):
                 if reply.phase == "call":
-                    arguments = ", ".join(f"{k}={v!r}" for k, v in reply.arguments.items())
-                    print(f"\n  · {reply.name}({arguments})", file=self.err, flush=True)
+                    arguments = shown_text(", ".join(f"{k}={v!r}" for k, v in reply.arguments.items()))
+                    print(f"\n  · {shown_text(reply.name)}({arguments})", file=self.err, flush=True)
+                elif reply.server:
+                    print(f"  · {activity_line(reply)}", file=self.err, flush=True)
                 elif reply.summary:
                     print(f"  · memory: {reply.summary}", file=self.err, flush=True)
             elif isinstance(reply, (ChatDone, Error)):
@@ -93,6 +127,36 @@ class ChatSession:
                     print_error(reply, self.err)
                 self.out.flush()
                 return reply
+
+    def approve(self, event: ToolApproval, request_id: int) -> bool:
+        """Show a call waiting for approval and send the person's answer; False after a Ctrl-C."""
+        from tarsctl.protocol import DecideToolCall
+
+        server, tool = shown_text(event.server), shown_text(event.tool)
+        arguments = shown_json(event.arguments)
+        more = len(arguments) - APPROVAL_SHOWN_CHARS
+        print(f"\n  ? {server} wants to run {tool} ({shown_text(event.why)})", file=self.out)
+        for line in arguments[:APPROVAL_SHOWN_CHARS].splitlines():
+            print(f"      {line}", file=self.out)
+        if more > 0:
+            print(f"      … and {more:,} more characters not shown", file=self.out)
+        approve = always = False
+        interrupted = False
+        try:
+            assert self.ask is not None
+            answer = self.ask(f"    run it? [y]es / [n]o / [a]lways ({event.timeout_seconds:.0f} s to answer): ").strip().lower()
+            if answer.startswith("a"):
+                sure = self.ask(f"    always run {server} {tool} without asking? This adds an allow rule to {event.rules_file} [y/N]: ")
+                always = sure.strip().lower().startswith("y")
+                approve = True
+                if not always:
+                    print("    approved this once; no rule written", file=self.out)
+            else:
+                approve = answer.startswith("y")
+        except (EOFError, KeyboardInterrupt) as exc:
+            interrupted = isinstance(exc, KeyboardInterrupt)
+        self.client.send(DecideToolCall(id=request_id, approval=event.approval, approve=approve, always=always))
+        return not interrupted
 
     def end(self) -> None:
         try:
@@ -146,6 +210,29 @@ class ChatSession:
         done = self.client.call(ApplyReview(id=self.client.next_id(), rules=approved))
         assert isinstance(done, ReviewApplied)
         print(f"{done.added} rule(s) added to the procedural rules; archived: {', '.join(done.archived) or 'nothing'}", file=self.out)
+
+
+def activity_line(activity: ToolActivity) -> str:
+    """What came of a call of another server's tool, in one line for people."""
+    said = {
+        "ok": "done",
+        "error": "the tool reported an error",
+        "failed": "failed",
+        "unavailable": "not run: the server is unavailable",
+        "denied": "not run: you said no",
+        "timed_out": "not run: no answer in time",
+        "not_asked": "not run: it needs your approval (tarsctl chat on a terminal, or --allow-tools " + shown_text(activity.name) + ")",
+        "cancelled": "not run: stopped",
+        "refused": "not run",
+    }.get(activity.outcome, activity.outcome)
+    details = [
+        f"{activity.duration_ms / 1000:.1f} s" if activity.duration_ms else "",
+        f"{activity.chars:,} characters" if activity.chars else "",
+    ]
+    if activity.approved_by:
+        details.append(f"approved by {shown_text(activity.approved_by)}")
+    extra = ", ".join(filter(None, details))
+    return f"{shown_text(activity.server)} {shown_text(activity.tool)}: {said}" + (f" ({extra})" if extra else "")
 
 
 def print_error(error: Error, stream=sys.stderr) -> None:

@@ -90,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--model", default="")
     chat.add_argument("--repl", action="store_true", help="interactive even when stdin is not a terminal")
     chat.add_argument("--json", action="store_true", help="one-shot: print the final reply as JSON, no streaming")
+    chat.add_argument(
+        "--allow-tools",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME]",
+        help="run these tools of other MCP servers without asking, for this message or session (names as `tarsctl tools` shows)",
+    )
 
     remember = commands.add_parser("remember", help="save a fact to Memory.md (or a rule with --procedural)")
     remember.add_argument("fact", nargs="+")
@@ -109,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     rules_command = commands.add_parser("rules", help="list the rules the model proposed in chats; approve or reject them")
     rules_command.add_argument("action", nargs="?", choices=("approve", "reject"), help="without it: list (and ask on a terminal)")
     rules_command.add_argument("rule_id", nargs="?", type=int, help="the proposal's number, as the list shows it (#N)")
+
+    tools = commands.add_parser("tools", help="the MCP servers whose tools the chat may call: state, tools and their policy, recent calls")
+    tools.add_argument("--json", action="store_true", help="every field, as one JSON object")
 
     status = commands.add_parser("status", help="show what the daemon is doing")
     status.add_argument("--json", action="store_true", help="every field, as one JSON object")
@@ -443,6 +453,9 @@ def _status(client: Client, args) -> int:
             lines.append(f"http       {web.url}{lan}: {counts}; `tarsctl http url` opens the page")
         else:
             lines.append(f"http       not listening: {web.error}")
+    from tarsctl.tools_view import status_lines
+
+    lines.extend(status_lines(reply.tool_servers, reply.tool_calls))
     attention = {state: n for state, n in reply.health.items() if n}
     if attention:
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in attention.items())
@@ -457,6 +470,18 @@ def _status(client: Client, args) -> int:
         print("problems")
         for path, kind, reason in reply.problems:
             print(f"  {path} ({kind}): {reason}")
+    return EXIT_OK
+
+
+def _tools(client: Client, args) -> int:
+    from tarsctl.protocol import ListTools
+    from tarsctl.tools_view import print_tools
+
+    reply = client.call(ListTools(id=client.next_id()))
+    if args.json:
+        _emit_json(reply)
+        return EXIT_OK
+    print_tools(reply)
     return EXIT_OK
 
 
@@ -493,7 +518,13 @@ def _chat(client: Client, args) -> int:
     interactive = args.repl or (not args.message and sys.stdin.isatty())
     from tarsctl.chat import ChatSession, repl  # the REPL loads only for chat: other commands start faster
 
-    session = ChatSession(client, args.conversation or ("cli" if interactive else "oneshot"), args.provider, args.model)
+    allowed = [name.strip() for names in args.allow_tools for name in names.split(",") if name.strip()]
+    # A person answers tool approvals where one can type: the REPL, or a one-shot run on a terminal.
+    # Off a terminal nobody can, so a tool that asks first is not run unless --allow-tools names it.
+    ask = input if (interactive or sys.stdin.isatty()) and not args.json else None
+    session = ChatSession(
+        client, args.conversation or ("cli" if interactive else "oneshot"), args.provider, args.model, ask=ask, allow_tools=allowed
+    )
     if interactive:
         return repl(session)
     message = " ".join(args.message) if args.message else sys.stdin.read()
@@ -560,6 +591,7 @@ COMMANDS = {
     "forget": _forget,
     "review": _review,
     "rules": _rules,
+    "tools": _tools,
     "links": _links,
     "backlinks": _links,
     "related": _related,

@@ -5,7 +5,7 @@ Loaded only by the completion command."""
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search links backlinks related remember forget review rules index status ping stop
+    local commands="chat search links backlinks related remember forget review rules index status tools ping stop
         completion doctor service config mcp http"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
@@ -28,8 +28,9 @@ _tarsctl() {
             related) COMPREPLY=($(compgen -W "--limit --json" -- "$cur")) ;;
             index) COMPREPLY=($(compgen -W "--full --wait --json" -- "$cur")) ;;
             status) COMPREPLY=($(compgen -W "--json --files" -- "$cur")) ;;
+            tools) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
             ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
-            chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json" -- "$cur")) ;;
+            chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json --allow-tools" -- "$cur")) ;;
             remember) COMPREPLY=($(compgen -W "--procedural --section --replace --force" -- "$cur")) ;;
             forget) COMPREPLY=($(compgen -W "--procedural --yes --limit" -- "$cur")) ;;
             http) COMPREPLY=($(compgen -W "--rotate" -- "$cur")) ;;
@@ -47,6 +48,7 @@ _tarsctl() {
     commands=(chat:'chat with tars' search:'search the vault' links:'the links in a note' backlinks:'the notes linking to a note'
               related:'the notes nearest in meaning' remember:'save a fact' forget:'remove a fact' review:'review feedback'
               rules:'approve rules the model proposed' index:'index the vault or paths' status:'daemon status'
+              tools:'the MCP servers whose tools the chat may call'
               ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
               config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)'
@@ -62,9 +64,10 @@ _tarsctl() {
         related) _arguments '--limit[notes]:n' '--json' '1:note:_files' ;;
         index) _arguments '--full' '--wait' '--json' '*:path:_files' ;;
         status) _arguments '--json' '--files' ;;
+        tools) _arguments '--json' ;;
         ping) _arguments '--json' ;;
         chat) _arguments '--conversation[id]:id' '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
-                '--repl' '--json' '*:message' ;;
+                '--repl' '--json' '*--allow-tools[tools allowed without asking]:names' '*:message' ;;
         remember) _arguments '--procedural' '--section[heading]:heading' '(--force)--replace' '(--replace)--force' '*:fact' ;;
         forget) _arguments '--procedural' '--yes' '--limit[lines shown]:n' '*:text' ;;
         completion) _arguments '1:shell:(bash zsh)' ;;

@@ -62,6 +62,7 @@ class Doctor:
             ("http", self.http),
             ("service", self.service),
             ("chat", self.chat),
+            ("tools", self.tools),
         ]
         for name, step in steps:
             try:
@@ -448,6 +449,16 @@ class Doctor:
             if check.name == "chat" and check.status == "problem":
                 check.status = "warn"
                 check.summary += " (chat only: search, memory and MCP work without it)"
+
+    def tools(self) -> None:
+        """Each MCP server of [mcp.servers], started here on its own and its tools listed
+        (tarsctl/tools_view.py); a server that fails is a warning: only the chat's tools need it."""
+        if self.config is None or not self.config.mcp.servers:
+            return
+        from tarsctl.tools_view import probe_servers
+
+        for status, summary, fix in probe_servers(self.config.mcp):
+            self.add("tools", status, summary, fix)
 
     # ---- helpers ----
 

@@ -126,6 +126,12 @@ class Chat(Message, tag="chat"):
     provider: str = ""  # ollama | anthropic; empty: the daemon's default
     model: str = ""
     end: bool = False  # a one-shot chat: write the session log and end the conversation
+    # A person can answer tool_approval events on this connection (tarsctl chat on a terminal, the
+    # web page): without it, a tool that asks is not run, and the model is told why.
+    approvals: bool = False
+    # Tools (as the model knows them: `tarsctl tools` lists them) the user allows for this message
+    # without being asked (tarsctl chat --allow-tools).
+    allow_tools: Annotated[list[Annotated[str, Meta(max_length=200)]], Meta(max_length=100)] = []
 
 
 class Cancel(Message, tag="cancel"):
@@ -225,6 +231,23 @@ class DecideRule(Message, tag="decide_rule"):
     id: int = 0
     rule_id: Annotated[int, Meta(ge=1)] = 1
     approve: bool = False
+
+
+class DecideToolCall(Message, tag="decide_tool_call"):
+    """The user's answer to a tool_approval event. Sent on the chat's own connection while the chat
+    streams (no reply: the chat goes on), or as a request of its own from any door (answered by
+    tool_call_decided). ``always`` also allows the tool from now on (an allow rule in the rules file)."""
+
+    id: int = 0
+    approval: Annotated[str, Meta(max_length=64)] = ""
+    approve: bool = False
+    always: bool = False
+
+
+class ListTools(Message, tag="list_tools"):
+    """The MCP servers tars uses and their tools, with each tool's policy (answered by tools_reply)."""
+
+    id: int = 0
 
 
 class ListConversations(Message, tag="list_conversations"):
@@ -504,6 +527,8 @@ class StatusReply(Message, tag="status_reply"):
     memory: MemoryStatus = msgspec.field(default_factory=MemoryStatus)
     http: HttpStatus = msgspec.field(default_factory=HttpStatus)
     vault_error: str = ""  # why the vault folder cannot be used now (missing, drive unmounted); "" when fine
+    tool_servers: list[ToolServerInfo] = []  # the MCP servers whose tools the chat may use (no tool lists: `tarsctl tools`)
+    tool_calls: list[ToolCallRecord] = []  # the newest calls of their tools, at most 10
 
 
 class Stopping(Message, tag="stopping"):
@@ -522,6 +547,96 @@ class ToolActivity(Message, tag="tool_activity"):
     arguments: dict[str, Any] = {}
     result: str = ""  # the start of the result, for display
     summary: str = ""  # a result: what it changed in the user's memory, for people ("" for none)
+    # Another MCP server's tool: which server and tool, and (a result) what came of it.
+    server: str = ""
+    tool: str = ""  # as the server names it
+    outcome: str = ""  # ok | error | failed | unavailable | denied | timed_out | not_asked | cancelled | refused
+    approved_by: str = ""  # "allow rule in the config", "you in tarsctl chat", ...
+    duration_ms: float = 0.0
+    chars: int = 0  # the whole result's length
+
+
+class ToolApproval(Message, tag="tool_approval"):
+    """A stream event during a chat: the model wants to run a tool that asks first. Answer it with
+    decide_tool_call (approval, approve, always) before timeout_seconds, or it counts as no."""
+
+    id: int = 0
+    approval: str = ""  # the id to answer with
+    server: str = ""
+    tool: str = ""  # as the server names it
+    name: str = ""  # as the model knows it
+    arguments: dict[str, Any] = {}
+    why: str = ""  # why it asks: "ask 'add-*' in the config", "not marked read-only by the server"
+    timeout_seconds: float = 0.0
+    rules_file: str = ""  # where an "always" answer is written
+
+
+class ToolCallDecided(Message, tag="tool_call_decided"):
+    id: int = 0
+    approval: str = ""
+    approved: bool = False
+    always: bool = False
+    server: str = ""
+    tool: str = ""
+
+
+class ExternalTool(msgspec.Struct, omit_defaults=True):
+    """A tool of another MCP server, as tars offers it to the model (or not)."""
+
+    tool: str  # as the server names it
+    name: str = ""  # as the model knows it; "" when it is not offered (denied, or a schema the providers cannot take)
+    policy: str = ""  # allow | ask | deny
+    why: str = ""  # where the policy comes from
+    title: str = ""
+    description: str = ""  # as the model sees it (cut)
+    read_only: bool = False  # the server marks it read-only (a claim: the policy can overrule it)
+    problem: str = ""
+
+
+class ToolServerInfo(msgspec.Struct, omit_defaults=True):
+    """An MCP server tars uses ([mcp.servers.NAME]), and its state."""
+
+    name: str
+    transport: str = ""  # stdio | http
+    target: str = ""  # the command, or the URL
+    enabled: bool = True
+    state: str = ""  # starting | ready | restarting | failed | stopped | misconfigured
+    error: str = ""  # the last problem (kept after a restart: it says why)
+    error_at: float = 0.0
+    restarts: int = 0
+    next_start_at: float = 0.0  # restarting: when it is tried again (unix time)
+    connected_at: float = 0.0
+    server_info: str = ""  # the server's own name and version
+    circuit: str = ""  # closed | open | half_open
+    circuit_failures: int = 0
+    circuit_reason: str = ""
+    circuit_retry_at: float = 0.0
+    tool_count: int = 0
+    tools: list[ExternalTool] = []  # tools_reply only
+    stderr: list[str] = []  # a stdio server's last lines on stderr (tools_reply only)
+
+
+class ToolCallRecord(msgspec.Struct, omit_defaults=True):
+    """One call of another server's tool, newest first in status and tools_reply."""
+
+    at: float
+    server: str
+    tool: str
+    outcome: str
+    conversation: str = ""
+    arguments: str = ""  # JSON, cut
+    approved_by: str = ""
+    duration_ms: float = 0.0
+    chars: int = 0
+
+
+class ToolsReply(Message, tag="tools_reply"):
+    id: int = 0
+    servers: list[ToolServerInfo] = []
+    calls: list[ToolCallRecord] = []  # the newest first
+    waiting: int = 0  # calls waiting for the user's approval now
+    rules_file: str = ""  # where "always" answers are kept
+    rules_problem: str = ""  # why that file's rules are not used, if so
 
 
 class ChatDone(Message, tag="chat_done"):
@@ -672,6 +787,8 @@ ClientMessage = (
     | ConversationHistory
     | PendingRules
     | DecideRule
+    | DecideToolCall
+    | ListTools
 )
 ServerMessage = (
     Welcome
@@ -699,6 +816,9 @@ ServerMessage = (
     | ConversationMessages
     | PendingRulesReply
     | RuleDecided
+    | ToolApproval
+    | ToolCallDecided
+    | ToolsReply
 )
 FINAL_REPLIES = (
     Pong,
@@ -722,6 +842,8 @@ FINAL_REPLIES = (
     ConversationMessages,
     PendingRulesReply,
     RuleDecided,
+    ToolCallDecided,
+    ToolsReply,
 )
 
 encoder = msgspec.msgpack.Encoder()

@@ -3,6 +3,7 @@ and /review. Runs in worker threads; the server streams its events to the client
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -12,26 +13,32 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tarsd.chat import prompts
-from tarsd.chat.conversations import ChatMessage, Conversation, ConversationStore, ToolCall
+from tarsd.chat.conversations import ChatMessage, Conversation, ConversationStore, ToolCall, ToolRecord, with_every_call_answered
+from tarsd.chat.external import ExternalCalls, Turn
 from tarsd.chat.providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
 from tarsd.chat.recall import MemoryRecall, Recall
-from tarsd.chat.tools import SPECS, Tools
+from tarsd.chat.tools import OWN_TOOL_NAMES, SPECS, Tools
 from tarsd.config.settings import Config
 from tarsd.memory.files import MemoryFiles, Remembered, atomic_update, printable
 from tarsd.memory.lines import memory_lines
 from tarsd.memory.pending_rules import PendingRule, PendingRules
 from tarsd.memory.vectors import LineVectors
 from tarsd.search.engine import Engine
+from tarsd.tools.approvals import Approvals
+from tarsd.tools.servers import ToolServers
 from tarsd.vault.files import OutsideVault, owned_file
 from tarsd.vault.root import make_folders
 
 log = logging.getLogger(__name__)
 
-Emit = Callable[[str, object], None]  # ("delta", text) | ("tool_call", ToolCall) | ("tool_result", (ToolCall, str))
+# ("delta", text) | ("tool_call", ToolCall) | ("approval", external.AskUser) | ("tool_result", (ToolCall, str, ToolRecord | None))
+Emit = Callable[[str, object], None]
 MAX_SUMMARY_CHARS = 4000
 PRUNE_SECONDS = 3600.0  # stored vectors of lines gone from the memory files are pruned at most this often
 COUNT_EXACT_CHARS = 100_000  # token counts past this many characters are estimated
 TOOL_BUDGET_NOTE = "\n\n(The tool budget for this message is used up: answer now from what you have, without calling tools.)"
+STOPPED = "not run: the user stopped the answer"
+TOOL_LOG_ARGUMENT_CHARS = 300  # of a call's arguments, in the session log's list of tool calls
 
 
 @dataclass(slots=True)
@@ -45,10 +52,18 @@ class TurnResult:
 
 
 class Assistant:
-    def __init__(self, config: Config, engine: Engine, reindex: Callable[[str], None], reindex_soon: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        config: Config,
+        engine: Engine,
+        reindex: Callable[[str], None],
+        reindex_soon: Callable[[str], None] | None = None,
+        tool_servers: ToolServers | None = None,
+    ):
         """``reindex`` commits a path to the index before returning; ``reindex_soon`` only
         queues it at the front (a remember from the socket answers without waiting for the
-        index: the fact is on disk, and a search right after settles on the queued path)."""
+        index: the fact is on disk, and a search right after settles on the queued path).
+        ``tool_servers``: other MCP servers whose tools the model may call (tarsd/tools)."""
         self.config = config
         self.chat_config = config.chat
         self.engine = engine
@@ -62,6 +77,9 @@ class Assistant:
         self.reindex_soon = reindex_soon or reindex
         self.memory.on_written = self.reindex_soon
         self.tools = Tools(self.vault, engine.searcher, self.memory, reindex, int(config.vault.max_file_mb * 1_000_000))
+        self.tool_servers = tool_servers if tool_servers is not None else ToolServers(config.mcp, reserved=OWN_TOOL_NAMES)
+        self.approvals = Approvals()
+        self.external = ExternalCalls(self.tool_servers, self.approvals, config.mcp)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._warming = threading.Lock()
@@ -114,7 +132,11 @@ class Assistant:
         emit: Emit | None = None,
         cancel: threading.Event | None = None,
         end: bool = False,
+        can_ask: bool = False,
+        allowed_tools: list[str] | tuple[str, ...] = (),
     ) -> TurnResult:
+        """One message and its answer. ``can_ask``: a person can answer approval events where this
+        chat comes from; ``allowed_tools``: other servers' tools the user allows for this message."""
         emit = emit or (lambda kind, value: None)
         cancel = cancel or threading.Event()
         if not text.strip():
@@ -127,7 +149,8 @@ class Assistant:
             # Saved before anything can fail: a provider error never loses the user's message.
             self.conversations.append(conversation, ChatMessage(role="user", content=text))
             chosen = make_provider(self.chat_config, provider, model)
-            self._answer(conversation, chosen, emit, cancel, result, text)
+            turn = Turn(conversation_id, can_ask, frozenset(allowed_tools), emit, cancel)
+            self._answer(conversation, chosen, turn, result, text)
             if not result.cancelled:
                 self._maybe_compact(conversation, chosen, result)
             if end:
@@ -149,21 +172,24 @@ class Assistant:
         """Memory.md for the prompt: whole, or (past the budget) the core plus what is relevant to ``message``."""
         return self.recall.select(prompts.mark_model_lines(self.memory.read_semantic()), message)
 
-    def _answer(
-        self, conversation: Conversation, provider: Provider, emit: Emit, cancel: threading.Event, result: TurnResult, message: str
-    ) -> None:
+    def _answer(self, conversation: Conversation, provider: Provider, turn: Turn, result: TurnResult, message: str) -> None:
+        emit, cancel = turn.emit, turn.cancel
         memory = self.recall_memory(message)
         omitted = memory.omitted if memory.mode == "selective" else None
         rules = prompts.users_rules(self.memory.read_procedural())
-        system = prompts.system_prompt(memory.text, rules, conversation.context, conversation.summary, omitted)
+        offer = self.external.offer()  # other servers' tools, fixed for this turn
+        specs = SPECS + offer.specs
+        unknown = sorted(turn.allowed - offer.tools.keys())
+        if unknown:
+            result.warnings.append(f"--allow-tools: no tool is offered as {', '.join(unknown)} now: `tarsctl tools` lists the names")
+        system = prompts.system_prompt(memory.text, rules, conversation.context, conversation.summary, omitted, offer.note)
         while True:
             budget_left = result.tool_rounds < self.chat_config.max_tool_rounds
             parts: list[str] = []
             calls: list[ToolCall] = []
             try:
-                for event in provider.stream(
-                    system if budget_left else system + TOOL_BUDGET_NOTE, [m for _, m in conversation.messages], SPECS, cancel
-                ):
+                history = with_every_call_answered([m for _, m in conversation.messages])
+                for event in provider.stream(system if budget_left else system + TOOL_BUDGET_NOTE, history, specs, cancel):
                     if isinstance(event, TextDelta):
                         parts.append(event.text)
                         emit("delta", event.text)
@@ -193,9 +219,21 @@ class Assistant:
             result.tool_rounds += 1
             for call in calls:
                 emit("tool_call", call)
-                output = self.tools.run(call, conversation.id)
-                emit("tool_result", (call, output))
-                self.conversations.append(conversation, ChatMessage(role="tool", content=output, tool_call_id=call.id, tool_name=call.name))
+                record: ToolRecord | None = None
+                if cancel.is_set():
+                    output = STOPPED
+                elif call.name in OWN_TOOL_NAMES:
+                    output = self.tools.run(call, conversation.id)
+                else:
+                    output, record = self.external.run(call, offer, turn)
+                emit("tool_result", (call, output, record))
+                self.conversations.append(
+                    conversation, ChatMessage(role="tool", content=output, tool_call_id=call.id, tool_name=call.name, record=record)
+                )
+            if cancel.is_set():
+                result.cancelled = True
+                result.text = text
+                return
 
     # ---- compaction and session logs ----
 
@@ -263,6 +301,7 @@ class Assistant:
                 f"_{started:%Y-%m-%d %H:%M} – {ended:%H:%M}_",
                 "",
                 *(bullets or ["- (no details)"]),
+                *tool_calls_section([m for _, m in span]),
                 "",
             ]
         )
@@ -428,6 +467,30 @@ class Assistant:
     def close(self) -> None:
         self.memory.guard.stop()
         self.vectors.close()
+
+
+def tool_calls_section(messages: list[ChatMessage]) -> list[str]:
+    """The session log's list of other servers' tool calls in a span, as they happened (written by
+    tars, not summarised by the model): when, server, tool, arguments, what came of it, in how long,
+    how much came back, and who approved it."""
+    arguments = {}
+    lines = []
+    for message in messages:
+        for call in message.tool_calls:
+            arguments[call.id] = json.dumps(call.arguments, ensure_ascii=False)
+        record = message.record
+        if message.role != "tool" or record is None:
+            continue
+        shown = arguments.get(message.tool_call_id, "{}")
+        if len(shown) > TOOL_LOG_ARGUMENT_CHARS:
+            shown = shown[: TOOL_LOG_ARGUMENT_CHARS - 1] + "…"
+        when = datetime.fromtimestamp(message.at).astimezone().strftime("%H:%M:%S")
+        took = f", {record.duration_ms / 1000:.1f} s" if record.duration_ms else ""
+        size = f", {record.chars:,} characters back" if record.chars else ""
+        by = f", approved by {record.approved_by}" if record.approved_by else ""
+        # A line of its own whatever the arguments hold: JSON escapes line breaks.
+        lines.append(f"- {when} {record.server} {record.tool} {shown}: {record.outcome}{took}{size}{by}")
+    return ["", "## Tool calls", "", *lines] if lines else []
 
 
 def _why(exc: Exception) -> str:

@@ -21,6 +21,17 @@ class ToolCall(msgspec.Struct):
     arguments: dict = {}
 
 
+class ToolRecord(msgspec.Struct, omit_defaults=True):
+    """A tool result's story, for the session log: another MCP server's tool, and what came of it."""
+
+    server: str
+    tool: str  # as the server names it
+    outcome: str  # ok | error | failed | unavailable | denied | timed_out | not_asked | cancelled | refused
+    approved_by: str = ""
+    duration_ms: float = 0.0
+    chars: int = 0
+
+
 class ChatMessage(msgspec.Struct, omit_defaults=True):
     role: str  # user | assistant | tool
     content: str = ""
@@ -28,6 +39,37 @@ class ChatMessage(msgspec.Struct, omit_defaults=True):
     tool_call_id: str = ""  # tool: which call this answers
     tool_name: str = ""
     at: float = 0.0
+    record: ToolRecord | None = None  # tool: a call of another server's tool (tars's own leave it out)
+
+
+# What a call that never got its result is answered with when the conversation is sent again:
+# tarsd stopped (or was killed) during the call or while the user was asked. Nothing ran for it
+# after that: an approval does not outlive the daemon.
+UNANSWERED = "not run: tarsd stopped before this call finished or was approved; nothing more happened for it"
+
+
+def with_every_call_answered(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` with a result for every tool call that has none, after the results that follow
+    the call (the providers refuse a history where a call has no result)."""
+    out: list[ChatMessage] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        out.append(message)
+        index += 1
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        answered = set()
+        while index < len(messages) and messages[index].role == "tool":
+            answered.add(messages[index].tool_call_id)
+            out.append(messages[index])
+            index += 1
+        out.extend(
+            ChatMessage(role="tool", content=UNANSWERED, tool_call_id=call.id, tool_name=call.name)
+            for call in message.tool_calls
+            if call.id not in answered
+        )
+    return out
 
 
 @dataclass(slots=True)

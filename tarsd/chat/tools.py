@@ -76,6 +76,9 @@ SPECS = [
 ]
 
 
+OWN_TOOL_NAMES = frozenset(spec["name"] for spec in SPECS)  # never given to another server's tool (tarsd/tools/names.py)
+
+
 class ToolError(Exception):
     pass
 

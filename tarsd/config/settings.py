@@ -180,6 +180,46 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
     mcp: bool = True
 
 
+class McpServerConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """One MCP server whose tools the chat model may use ([mcp.servers.NAME], docs/tools.md).
+    Exactly one of ``command`` (a subprocess on stdio) and ``url`` (streamable HTTP)."""
+
+    command: list[str] = msgspec.field(default_factory=list)  # the program and its arguments, e.g. ["npx", "-y", "@doist/todoist-mcp"]
+    env: dict[str, str] = msgspec.field(default_factory=dict)  # extra environment, no secrets (env_file holds those)
+    env_file: str = ""  # KEY=VALUE lines added to the environment; mode 0600, else refused
+    cwd: str = ""
+    url: str = ""  # streamable HTTP, e.g. "http://127.0.0.1:8123/mcp"
+    headers_file: str = ""  # "Name: value" lines sent with every request (a bearer token); mode 0600, else refused
+    # Tool names as the server lists them (shell-style patterns allowed: "delete-*"). deny: never
+    # offered to the model; allow: runs without asking; ask: the user confirms each call. A tool in
+    # none of them is allowed when the server marks it read-only (readOnlyHint), else asked.
+    allow: list[str] = msgspec.field(default_factory=list)
+    ask: list[str] = msgspec.field(default_factory=list)
+    deny: list[str] = msgspec.field(default_factory=list)
+    timeout_seconds: float | None = None  # a call's limit; None: [mcp] call_timeout_seconds
+    enabled: bool = True
+
+
+class McpConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """tarsd as an MCP client: the servers whose tools the chat model may call, and how they are kept."""
+
+    servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
+    call_timeout_seconds: float = 60.0  # a call that has not answered by then ends, and the model is told
+    start_timeout_seconds: float = 30.0  # for a server to start and list its tools
+    approval_timeout_seconds: float = 120.0  # a call nobody approves within this is denied, and the model is told
+    max_result_chars: int = 20_000  # of a result, for the model (the rest is cut, with a note saying so)
+    max_description_chars: int = 1_000  # of a tool's description, for the model
+    # A crashed server is started again after restart_seconds, doubling up to restart_max_seconds.
+    restart_seconds: float = 1.0
+    restart_max_seconds: float = 300.0
+    # This many failed calls in a row (timeouts, a server gone) open the circuit: calls are answered
+    # "unavailable" at once, without reaching the server, for open_seconds; then one call is let through.
+    failures_to_open: int = 3
+    open_seconds: float = 60.0
+    # Where "always" answers are kept as allow rules; empty: tool_rules.toml beside the config file.
+    rules_file: str = ""
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
@@ -188,6 +228,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     chat: ChatConfig = msgspec.field(default_factory=ChatConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
+    mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
     @property
     def vault_path(self) -> Path:
@@ -216,6 +257,7 @@ SECTIONS = {
     "memory": MemoryConfig,
     "chat": ChatConfig,
     "http": HttpConfig,
+    "mcp": McpConfig,
 }
 
 

@@ -1,7 +1,8 @@
 """tarsd: run the daemon in the foreground (launchd and systemd supervise it; it never forks).
 
 Start-up order: signal handlers (the very first thing), config, one-daemon-per-vault lock,
-database, socket, watcher, the HTTP listener (when [http] enabled), then READY=1 to systemd.
+database, socket, watcher, the HTTP listener (when [http] enabled), then READY=1 to systemd,
+then the MCP servers whose tools the chat may call ([mcp.servers], in the background).
 Nothing waits for the first reconcile or the embedding model: both run in the background
 while tarsd already answers (search replies say how complete the index is). SIGTERM or
 SIGINT (or `tarsctl stop`) stops within a few seconds at any moment: the HTTP listener
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from tarsd.index.watcher import VaultWatcher
     from tarsd.search.engine import Engine
     from tarsd.serve.http import HttpDoor
+    from tarsd.tools.servers import ToolServers
 
 log = logging.getLogger("tarsd")
 
@@ -100,6 +102,7 @@ class Daemon:
         self.queue: SyncQueue
         self.watcher: VaultWatcher
         self.assistant: Assistant
+        self.tool_servers: ToolServers
         self.http: HttpDoor | None = None
         self.http_error = ""  # why the enabled HTTP listener is not listening
 
@@ -116,11 +119,14 @@ class Daemon:
 
     async def run(self) -> None:
         from tarsd.chat.assistant import Assistant
+        from tarsd.chat.tools import OWN_TOOL_NAMES
         from tarsd.daemon.scheduler import start_scheduler
         from tarsd.index.sync_queue import SyncQueue
         from tarsd.index.watcher import VaultWatcher
         from tarsd.search.engine import Engine
         from tarsd.serve.socket_server import Server
+        from tarsd.tools.rules import AlwaysRules, rules_path
+        from tarsd.tools.servers import ToolServers
         from tarsd.vault.files import remove_litter
 
         loop = asyncio.get_running_loop()
@@ -143,8 +149,14 @@ class Daemon:
                 return
             daemon = self.config.daemon
             self.queue = SyncQueue(self.engine.indexer, daemon.debounce_ms / 1000, daemon.retry_seconds, daemon.retry_max_seconds)
+            rules = AlwaysRules(rules_path(self.config.mcp.rules_file, self.config_file))
+            self.tool_servers = ToolServers(self.config.mcp, rules, OWN_TOOL_NAMES)
             self.assistant = Assistant(
-                self.config, self.engine, lambda rel: self._reindex_from_thread(rel, loop), reindex_soon=self.queue.touch_now
+                self.config,
+                self.engine,
+                lambda rel: self._reindex_from_thread(rel, loop),
+                reindex_soon=self.queue.touch_now,
+                tool_servers=self.tool_servers,
             )
             self.watcher = VaultWatcher(self.vault, self._path_changed, self.queue.request_reconcile)
             loop.add_signal_handler(signal.SIGHUP, self.retry)
@@ -169,11 +181,16 @@ class Daemon:
             # Ready means "answers": the first scan and the model continue in the background,
             # and every search reply says how complete the index is.
             self.notifier.send("READY=1", f"STATUS=serving {self.vault}")
+            # Other MCP servers start only now, on a loop of their own: none of them delays the
+            # start, a search, or a chat that needs none of them.
+            self.tool_servers.start()
             pinger = asyncio.create_task(self._report_to_systemd())
             await self._stop.wait()
             pinger.cancel()
         finally:
             self.notifier.send("STOPPING=1")
+            if getattr(self, "tool_servers", None) is not None:
+                self.tool_servers.begin_stop()  # beside the rest of the stop: waited for below
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
             if supervisor is not None:
@@ -185,6 +202,8 @@ class Daemon:
             if server is not None:
                 await server.close()
                 socket_path.unlink(missing_ok=True)
+            if getattr(self, "tool_servers", None) is not None:
+                await asyncio.to_thread(self.tool_servers.stop)
             if getattr(self, "assistant", None) is not None:
                 self.assistant.close()
             stopped = await self._stop_workers(workers)

@@ -186,6 +186,8 @@ class _HttpPeer(Peer):
     """The client of one HTTP request. It sends no frames after its request: a chat ends early
     when the stream is closed (the request is cancelled) or when tarsd stops (``stopping``)."""
 
+    door = "http"
+
     def __init__(self, stopping: asyncio.Future):
         self.stopping = stopping
 

@@ -7,7 +7,9 @@ or SSE events when streamed (http_json).
 
     GET    /                      the web page (tarsd/serve/web/); no data in it, so no token needed
     GET    /search?q=...          search            -> search_results
-    POST   /chat                  chat              -> chat_done, or SSE chat_delta / tool_activity / chat_done
+    POST   /chat                  chat              -> chat_done, or SSE chat_delta / tool_activity / tool_approval / chat_done
+    POST   /chat/approvals/{id}   decide_tool_call  -> tool_call_decided ({"approve": true, "always": false})
+    GET    /tools                 list_tools        -> tools_reply (the MCP servers tars uses, their tools and policy)
     GET    /conversations         list_conversations -> conversation_list
     GET    /conversations/{id}/messages  conversation_history -> conversation_messages (the last ?limit=50)
     DELETE /conversations/{id}    end_conversation  -> conversation_ended (the session log is written first)
@@ -48,11 +50,13 @@ from tarsctl.protocol import (
     ConversationList,
     ConversationMessages,
     DecideRule,
+    DecideToolCall,
     EndConversation,
     Error,
     Index,
     IndexDone,
     ListConversations,
+    ListTools,
     Message,
     PendingRules,
     PendingRulesReply,
@@ -64,6 +68,8 @@ from tarsctl.protocol import (
     Status,
     StatusReply,
     ToolActivity,
+    ToolCallDecided,
+    ToolsReply,
     parse_when,
 )
 from tarsd import __version__
@@ -131,6 +137,14 @@ class ChatBody(msgspec.Struct):
     model: str = ""
     end: bool = False  # write the session log and end the conversation after this answer
     stream: bool = False  # server-sent events (also when the Accept header asks for text/event-stream)
+    # Other servers' tools allowed for this message without asking (names as GET /tools shows them).
+    # Others that ask first are asked about with a tool_approval event when streaming, else not run.
+    allow_tools: list[str] = []
+
+
+class ApprovalBody(msgspec.Struct):
+    approve: bool  # run the call (true) or not (false)
+    always: bool = False  # also allow this tool from now on: an allow rule in the rules file (confirm with the user first)
 
 
 class RememberBody(msgspec.Struct):
@@ -271,10 +285,18 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
         body: ChatBody = await read_body(request, ChatBody)
         if not body.message.strip():
             raise HttpError(400, "bad_request", "the message is empty", "say something")
+        streaming = wants_stream(request, body.stream)
         message = protocol_message(
-            Chat, conversation=body.conversation_id, message=body.message, provider=body.provider, model=body.model, end=body.end
+            Chat,
+            conversation=body.conversation_id,
+            message=body.message,
+            provider=body.provider,
+            model=body.model,
+            end=body.end,
+            approvals=streaming,  # only a stream can show a tool_approval event to someone who answers it
+            allow_tools=body.allow_tools,
         )
-        if wants_stream(request, body.stream):
+        if streaming:
             return stream(message, keep_going_when_stopping=True)
         activity: list[ToolActivity] = []
         reply: Message | None = None
@@ -284,6 +306,16 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
         if not isinstance(reply, ChatDone):
             return error_response(reply)
         return json_response({**as_json(reply), "tool_activity": as_json(activity)})
+
+    @app.post("/chat/approvals/{approval_id}", tags=["chat"], summary="Answer a tool_approval event: run the call or not")
+    async def decide_tool_call(approval_id: str, request: Request) -> Response:
+        body: ApprovalBody = await read_body(request, ApprovalBody)
+        message = protocol_message(DecideToolCall, approval=approval_id, approve=body.approve, always=body.always)
+        return await answer(message, ToolCallDecided)
+
+    @app.get("/tools", tags=["chat"], summary="The MCP servers whose tools the chat may call: state, tools, policy, recent calls")
+    async def tools() -> Response:
+        return await answer(protocol_message(ListTools), ToolsReply)
 
     @app.get("/conversations", tags=["chat"], summary="The conversations kept, most recently active first")
     async def conversations(limit: int = 100, archived: bool = False) -> Response:
@@ -339,10 +371,18 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
 
 def _describe(app: FastAPI) -> None:
     """OpenAPI from the wire types themselves: request bodies and replies as msgspec describes them."""
-    bodies = {"/chat": ChatBody, "/remember": RememberBody, "/index": IndexBody, "/rules/pending/{rule_id}": DecideBody}
+    bodies = {
+        "/chat": ChatBody,
+        "/chat/approvals/{approval_id}": ApprovalBody,
+        "/remember": RememberBody,
+        "/index": IndexBody,
+        "/rules/pending/{rule_id}": DecideBody,
+    }
     replies = {
         ("/search", "get"): SearchResults,
         ("/chat", "post"): ChatDone,
+        ("/chat/approvals/{approval_id}", "post"): ToolCallDecided,
+        ("/tools", "get"): ToolsReply,
         ("/conversations", "get"): ConversationList,
         ("/conversations/{conversation_id}", "delete"): ConversationEnded,
         ("/conversations/{conversation_id}/messages", "get"): ConversationMessages,

@@ -16,6 +16,7 @@ from tarsd.config.settings import Config
 from tarsd.index.sync_queue import SyncQueue
 from tarsd.index.watcher import VaultWatcher
 from tarsd.search.engine import Engine
+from tarsd.tools.servers import ToolServers
 
 
 class DaemonParts(Protocol):
@@ -26,6 +27,7 @@ class DaemonParts(Protocol):
     queue: SyncQueue
     watcher: VaultWatcher
     assistant: Assistant
+    tool_servers: ToolServers  # other MCP servers whose tools the chat may call
 
     def request_stop(self, why: str) -> None:
         """Begin a clean shutdown (the stop request)."""

@@ -64,6 +64,8 @@ CAPABILITIES = [
     "conversations",
     "pending_rules",
     "conversation_history",
+    "tools",
+    "tool_approvals",
 ]
 WRITE_TIMEOUT_SECONDS = 30.0
 ACCEPT_BACKLOG = 128

@@ -9,7 +9,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tarsctl.protocol import PROTOCOL_VERSION, Coverage, EmbedderStatus, FileHealth, MemoryStatus, NotedLine, Status, StatusReply
+from tarsctl.protocol import (
+    PROTOCOL_VERSION,
+    Coverage,
+    EmbedderStatus,
+    ExternalTool,
+    FileHealth,
+    MemoryStatus,
+    NotedLine,
+    Status,
+    StatusReply,
+    ToolCallRecord,
+    ToolServerInfo,
+)
 from tarsd import __version__
 from tarsd.vault.files import walk
 from tarsd.vault.root import vault_problem
@@ -19,6 +31,7 @@ if TYPE_CHECKING:
     from tarsd.index.watcher import VaultWatcher
     from tarsd.search.engine import Engine
     from tarsd.serve.parts import DaemonParts
+    from tarsd.tools.servers import ServerView, ToolServers
 
 # File states worth a user's attention, in the order status lists them.
 HEALTH_STATES = ("not_indexed", "stale", "deleted", "skipped", "repaired")
@@ -107,6 +120,60 @@ def file_health(vault: Path, engine: Engine, queued: set[str]) -> list[FileHealt
     return sorted(found, key=lambda f: (order[f.state], f.path))
 
 
+def server_info(view: ServerView, with_tools: bool) -> ToolServerInfo:
+    info = ToolServerInfo(
+        name=view.name,
+        transport=view.transport,
+        target=view.target,
+        enabled=view.enabled,
+        state=view.state,
+        error=view.error,
+        error_at=view.error_at,
+        restarts=view.restarts,
+        next_start_at=view.next_start_at,
+        connected_at=view.connected_at,
+        server_info=view.server_info,
+        circuit=view.circuit,
+        circuit_failures=view.circuit_failures,
+        circuit_reason=view.circuit_reason,
+        circuit_retry_at=view.circuit_retry_at,
+        tool_count=len(view.tools),
+    )
+    if with_tools:
+        info.tools = [
+            ExternalTool(
+                tool=t.tool,
+                name=t.name,
+                policy=t.policy.action,
+                why=t.policy.why,
+                title=t.title,
+                description=t.description,
+                read_only=t.read_only,
+                problem=t.problem,
+            )
+            for t in view.tools
+        ]
+        info.stderr = view.stderr
+    return info
+
+
+def recent_calls(servers: ToolServers, limit: int) -> list[ToolCallRecord]:
+    return [
+        ToolCallRecord(
+            at=r.at,
+            server=r.server,
+            tool=r.tool,
+            outcome=r.outcome,
+            conversation=r.conversation,
+            arguments=r.arguments,
+            approved_by=r.approved_by,
+            duration_ms=r.duration_ms,
+            chars=r.chars,
+        )
+        for r in servers.recent(limit)
+    ]
+
+
 def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
     import apsw
     import sqlite_vec
@@ -145,6 +212,15 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
     http = daemon.http_status()
     if http.error:
         warnings.append(f"http: {http.error}")
+    servers = [server_info(view, with_tools=False) for view in daemon.tool_servers.describe()]
+    for server in servers:
+        if server.state in ("failed", "misconfigured") or server.circuit == "open":
+            warnings.append(
+                f"tools: the MCP server {server.name} is {server.state if server.circuit != 'open' else 'failing'}: {server.error}"
+            )
+    rules = daemon.tool_servers.rules
+    if rules is not None and rules.problem:
+        warnings.append(f"tools: {rules.problem}")
     memory = dict(daemon.assistant.memory_status())
     if memory.get("last_restored_at") is None:
         memory["last_restored_at"] = 0.0  # never
@@ -177,4 +253,6 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         memory=MemoryStatus(**memory),
         http=http,
         vault_error=vault_error,
+        tool_servers=servers,
+        tool_calls=recent_calls(daemon.tool_servers, 10),
     )

@@ -56,6 +56,39 @@ def obey_notes(body: dict) -> dict:
     return {"text": "Done."}
 
 
+_CALL_ORDER = re.compile(r"IMPORTANT: call (\w+) now with tasks \[([^\]]*)\]")
+
+
+def offered_tools(body: dict) -> list[str]:
+    """The tool names a request offers, in either format."""
+    return [tool.get("name") or tool.get("function", {}).get("name", "") for tool in body.get("tools") or []]
+
+
+def _called_before(body: dict, name: str) -> bool:
+    for message in body.get("messages", []):
+        for call in message.get("tool_calls") or []:  # Ollama
+            if call.get("function", {}).get("name") == name:
+                return True
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:  # Anthropic
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == name:
+                return True
+    return False
+
+
+def obey_calls(body: dict) -> dict:
+    """A gullible model that acts: an order found anywhere in what it is sent ("IMPORTANT: call
+    add_tasks now with tasks ['...']", in a note, a tool result, a memory line) becomes a call of the
+    offered tool whose name ends with that word, once; then it just answers."""
+    for text in _texts(body):
+        if match := _CALL_ORDER.search(text):
+            wanted, tasks = match.group(1), re.findall(r"'([^']*)'", match.group(2))
+            name = next((n for n in offered_tools(body) if n.endswith(wanted)), None)
+            if name is not None and not _called_before(body, name):
+                return {"tool_calls": [{"name": name, "arguments": {"tasks_to_add": tasks}}]}
+    return {"text": "Done."}
+
+
 def deltas(text: str) -> list[str]:
     """Split an answer into a few streamed pieces."""
     words = text.split(" ")
@@ -217,7 +250,42 @@ class FakeOllama(ScriptedServer):
 
 
 class FakeAnthropic(ScriptedServer):
-    """POST /v1/messages with stream=true: Server-Sent Events as the Messages API sends them."""
+    """POST /v1/messages with stream=true: Server-Sent Events as the Messages API sends them. A
+    request the real API refuses is refused the same way (400 invalid_request_error): a tool name
+    outside ``^[a-zA-Z0-9_-]{1,64}$`` or given twice, an input schema that is not an object, a
+    tool_use with no tool_result right after it."""
+
+    TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+    @classmethod
+    def refused(cls, body: dict) -> str:
+        names = [tool.get("name", "") for tool in body.get("tools") or []]
+        for index, tool in enumerate(body.get("tools") or []):
+            if not cls.TOOL_NAME.match(tool.get("name", "")):
+                return f"tools.{index}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+            if (tool.get("input_schema") or {}).get("type") != "object":
+                return f"tools.{index}.custom.input_schema.type: Input should be 'object'"
+        if len(set(names)) != len(names):
+            return "tools: Tool names must be unique."
+        messages = body.get("messages", [])
+        for index, message in enumerate(messages):
+            content = message.get("content")
+            uses = [b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] if isinstance(content, list) else []
+            if not uses:
+                continue
+            following = messages[index + 1]["content"] if index + 1 < len(messages) else []
+            results = (
+                {b.get("tool_use_id") for b in following if isinstance(b, dict) and b.get("type") == "tool_result"}
+                if isinstance(following, list)
+                else set()
+            )
+            missing = [u for u in uses if u not in results]
+            if missing:
+                return (
+                    f"messages.{index + 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                    f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+                )
+        return ""
 
     ERROR_TYPES = {
         400: "invalid_request_error",
@@ -246,6 +314,8 @@ class FakeAnthropic(ScriptedServer):
     def handle(self, handler, path: str, body: dict) -> None:
         if path != "/v1/messages":
             return self.reply_json(handler, 404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+        if problem := self.refused(body):
+            return self.reply_json(handler, 400, {"type": "error", "error": {"type": "invalid_request_error", "message": problem}})
         turn = self.next_turn(body)
         if "status" in turn:
             status = turn["status"]

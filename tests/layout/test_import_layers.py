@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.index",),
     ("tarsd.search",),
     ("tarsd.memory",),
+    ("tarsd.tools",),  # other MCP servers' tools: connections, policy, approvals
     ("tarsd.chat",),
     ("tarsd.serve",),
     ("tarsd.daemon",),

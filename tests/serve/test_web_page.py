@@ -216,6 +216,54 @@ def test_rules_the_model_proposed_are_approved_or_rejected_on_the_page(http_daem
     assert "- Use metric units <!-- tars:" in rules and "French" not in rules and "by:model" not in rules
 
 
+def test_a_tool_call_waits_for_the_users_answer_in_a_card_on_the_page(http_daemon, vault, fake_ollama, browser, tmp_path):
+    """Another MCP server's tool that asks first: the answer shows a card with the server, the tool
+    and the arguments (as text); Run it runs it, Always… asks once more, Don't does not run it."""
+    from harness.daemon import wait_for
+    from harness.tool_servers import Journal, stdio_server, toml_config
+
+    journal = Journal(tmp_path / "journal.jsonl")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "config.toml").write_text(toml_config({"tasks": stdio_server("tasks", journal.path)}))
+    hostile = "<img src=x onerror=window.__pwned=5> buy milk"
+    add = {"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": [hostile]}}]}
+    fake_ollama.script = [add, {"text": "Added milk."}, add, {"text": "Left it."}]
+    web = http_daemon()
+    wait_for(lambda: web.daemon.status().tool_servers[0].state == "ready", "the MCP server")
+    page = browser.new_page()
+    page.goto(f"{web.url}#token={web.token}")
+    expect(page.locator("#state")).to_contain_text("0 notes")
+
+    page.fill("#message", "add milk")
+    page.press("#message", "Enter")
+    card = page.locator(".approval").first
+    expect(card.locator(".approval-head")).to_have_text("tasks wants to run add_tasks")
+    expect(card.locator(".approval-why")).to_contain_text("not marked read-only by the server")
+    assert hostile in card.locator(".approval-arguments").inner_text() and page.locator("#messages img").count() == 0
+    assert not journal.calls(tool="add_tasks")  # nothing runs while the card waits
+    shot(page, "desktop-tool-approval")
+    card.get_by_role("button", name="Run it").click()
+    expect(page.locator(".message-assistant .body").last).to_have_text("Added milk.")
+    expect(card.locator(".approval-state")).to_have_text("approved")
+    assert page.locator(".message-assistant .tool-result").last.inner_text().startswith(
+        "· tasks add_tasks: done (approved by you over HTTP"
+    )
+    assert [c["arguments"]["tasks_to_add"] for c in journal.calls(tool="add_tasks")] == [[hostile]]
+
+    page.fill("#message", "add milk again")
+    page.press("#message", "Enter")
+    second = page.locator(".approval").nth(1)
+    second.get_by_role("button", name="Always…").click()
+    expect(second.locator(".approval-actions")).to_contain_text("Always run tasks add_tasks without asking? This adds an allow rule to")
+    second.get_by_role("button", name="Cancel").click()
+    second.get_by_role("button", name="Don't").click()
+    expect(page.locator(".message-assistant .body").last).to_have_text("Left it.")
+    expect(second.locator(".approval-state")).to_have_text("declined")
+    assert page.locator(".message-assistant .tool-result").last.inner_text() == "· tasks add_tasks: not run: you said no"
+    assert len(journal.calls(tool="add_tasks")) == 1 and page.evaluate("window.__pwned") is None
+    assert not (tmp_path / "state" / "tool_rules.toml").exists()
+
+
 def test_a_search_while_the_vault_is_missing_says_so_on_the_page(http_daemon, vault, browser):
     write(vault, "Sourdough.md", "# Sourdough\n\nFeed the starter the evening before.\n")
     web = http_daemon()

@@ -17,6 +17,7 @@ from tarsctl.protocol import (
     Chat,
     ConversationHistory,
     DecideRule,
+    DecideToolCall,
     EndConversation,
     Error,
     Feedback,
@@ -24,6 +25,7 @@ from tarsctl.protocol import (
     Index,
     Links,
     ListConversations,
+    ListTools,
     Message,
     PendingRules,
     Ping,
@@ -38,7 +40,7 @@ from tarsctl.protocol import (
 )
 from tarsd.chat.providers import ProviderError
 from tarsd.index.sync_queue import SyncFailed
-from tarsd.serve.handlers import chat, control, memory, search
+from tarsd.serve.handlers import chat, control, memory, search, tools
 from tarsd.serve.handlers.common import Handler, Peer, RequestError
 from tarsd.serve.parts import DaemonParts
 from tarsd.vault.files import OutsideVault
@@ -61,6 +63,8 @@ HANDLERS: dict[type, Handler] = {
     EndConversation: chat.end_conversation,
     ListConversations: chat.list_conversations,
     ConversationHistory: chat.conversation_history,
+    DecideToolCall: chat.decide_tool_call,
+    ListTools: tools.list_tools,
     Remember: memory.remember,
     Forget: memory.forget,
     Feedback: memory.feedback,

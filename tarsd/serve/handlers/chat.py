@@ -18,15 +18,19 @@ from tarsctl.protocol import (
     ConversationInfo,
     ConversationList,
     ConversationMessages,
+    DecideToolCall,
     EndConversation,
     ListConversations,
     Message,
     ShownMessage,
     ToolActivity,
+    ToolApproval,
+    ToolCallDecided,
 )
 from tarsd.chat.conversations import ConversationStore
+from tarsd.chat.external import AskUser
 from tarsd.chat.tools import tool_summary
-from tarsd.serve.handlers.common import Peer
+from tarsd.serve.handlers.common import Peer, RequestError
 from tarsd.serve.parts import DaemonParts
 
 TOOL_RESULT_PREVIEW = 300
@@ -70,6 +74,45 @@ async def conversation_history(daemon: DaemonParts, request: ConversationHistory
     )
 
 
+def answered_by(peer: Peer) -> str:
+    """Who answered an approval, for the log: the user, through which door."""
+    return "you over HTTP (the web page or a client with the token)" if peer.door == "http" else "you in tarsctl chat"
+
+
+def approval_event(request_id: int, ask: AskUser) -> ToolApproval:
+    waiting = ask.request
+    return ToolApproval(
+        id=request_id,
+        approval=waiting.id,
+        server=waiting.server,
+        tool=waiting.tool,
+        name=waiting.name,
+        arguments=waiting.arguments,
+        why=ask.why,
+        timeout_seconds=ask.timeout_seconds,
+        rules_file=ask.rules_file,
+    )
+
+
+async def decide_tool_call(daemon: DaemonParts, request: DecideToolCall, peer: Peer) -> AsyncIterator[Message]:
+    """An answer to an approval event sent as a request of its own (HTTP, another connection)."""
+    decided = daemon.assistant.approvals.decide(request.approval, request.approve, request.always, answered_by(peer))
+    if decided is None:
+        raise RequestError(
+            "not_found",
+            f"no tool call waits for an answer under {request.approval!r}",
+            "it was answered already, its time ran out (the model was told no), or tarsd restarted since it asked",
+        )
+    yield ToolCallDecided(
+        id=request.id,
+        approval=request.approval,
+        approved=request.approve,
+        always=request.approve and request.always,
+        server=decided.server,
+        tool=decided.tool,
+    )
+
+
 async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[Message]:
     """Stream a chat turn. A cancel frame, or the client going away, stops the answer."""
     loop = asyncio.get_running_loop()
@@ -89,6 +132,8 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
             emit,
             cancel,
             request.end,
+            request.approvals,
+            request.allow_tools,
         )
     )
     job.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
@@ -104,11 +149,18 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
                     message = incoming.result()
                 except Exception:
                     message = None  # a broken frame mid-chat: treat as a disconnect
-                if message is None or isinstance(message, Cancel):
-                    cancel.set()
-                    if message is not None:
-                        peer.pending = None  # the cancel is consumed
-                incoming = None
+                if isinstance(message, DecideToolCall):
+                    # The user's answer to an approval event, on the chat's own connection: consumed,
+                    # and the next frame read ahead again.
+                    daemon.assistant.approvals.decide(message.approval, message.approve, message.always, answered_by(peer))
+                    peer.pending = None
+                    incoming = peer.read_ahead()
+                else:
+                    if message is None or isinstance(message, Cancel):
+                        cancel.set()
+                        if message is not None:
+                            peer.pending = None  # the cancel is consumed
+                    incoming = None
             if getter not in done:
                 getter.cancel()
                 continue
@@ -120,15 +172,21 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
                 yield ChatDelta(id=request.id, text=value)
             elif kind == "tool_call":
                 yield ToolActivity(id=request.id, phase="call", name=value.name, arguments=value.arguments)
+            elif kind == "approval":
+                yield approval_event(request.id, value)
             else:
-                call, output = value
-                yield ToolActivity(
+                call, output, record = value
+                activity = ToolActivity(
                     id=request.id,
                     phase="result",
                     name=call.name,
                     result=output[:TOOL_RESULT_PREVIEW],
                     summary=tool_summary(call.name, output),
                 )
+                if record is not None:
+                    activity.server, activity.tool, activity.outcome = record.server, record.tool, record.outcome
+                    activity.approved_by, activity.duration_ms, activity.chars = record.approved_by, record.duration_ms, record.chars
+                yield activity
     finally:
         if not job.done():
             cancel.set()  # torn down mid-answer (a closed HTTP stream, a stopping daemon): the thread stops too

@@ -29,6 +29,7 @@ class Peer:
     chat, the client's next frame, read ahead (a Cancel, or None once the client is gone)."""
 
     pending: asyncio.Future | None = None
+    door = "socket"  # socket | http: who answered an approval, for the log
 
     def read_ahead(self) -> asyncio.Future:
         raise NotImplementedError

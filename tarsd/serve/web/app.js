@@ -216,6 +216,19 @@
     return { message, tools, body, notes };
   }
 
+  // What came of a call of another MCP server's tool (tool_activity's outcome), for people.
+  const OUTCOMES = {
+    ok: "done",
+    error: "the tool reported an error",
+    failed: "failed",
+    unavailable: "not run: the server is unavailable",
+    denied: "not run: you said no",
+    timed_out: "not run: no answer in time",
+    not_asked: "not run: it needs your approval",
+    cancelled: "not run: stopped",
+    refused: "not run",
+  };
+
   function toolLine(data) {
     if (data.phase === "call") {
       const args = Object.entries(data.arguments || {})
@@ -223,7 +236,64 @@
         .join(", ");
       return `· ${data.name}(${args.length > 120 ? args.slice(0, 117) + "…" : args})`;
     }
+    if (data.server) {
+      const by = data.approved_by ? ` (approved by ${data.approved_by})` : "";
+      return `· ${data.server} ${data.tool}: ${OUTCOMES[data.outcome] || data.outcome}${by}`;
+    }
     return `· ${data.name}: ${data.summary || "done"}`;
+  }
+
+  // A call waiting for the user: server, tool and arguments shown as text, and the answer posted
+  // to /chat/approvals/{id}. "Always" asks once more before it writes an allow rule.
+  function approvalCard(data) {
+    const card = el("div", "approval");
+    card.append(el("div", "approval-head", `${data.server} wants to run ${data.tool}`));
+    card.append(el("div", "approval-why", `${data.why}; answer within ${Math.round(data.timeout_seconds)} s`));
+    card.append(el("pre", "approval-arguments", JSON.stringify(data.arguments, null, 2)));
+    const actions = el("div", "approval-actions");
+    const state = el("div", "approval-state");
+    card.append(actions, state);
+
+    function button(label, onClick) {
+      const node = el("button", "", label);
+      node.type = "button";
+      node.addEventListener("click", onClick);
+      return node;
+    }
+
+    async function answer(approve, always) {
+      actions.replaceChildren();
+      state.textContent = "sending…";
+      try {
+        await json(
+          await api("/chat/approvals/" + encodeURIComponent(data.approval), {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ approve, always }),
+          })
+        );
+        state.textContent = approve ? (always ? "approved, and always from now on" : "approved") : "declined";
+      } catch (error) {
+        if (error.status !== 401) state.textContent = describe(error);
+      }
+    }
+
+    function choose() {
+      actions.replaceChildren(
+        button("Run it", () => answer(true, false)),
+        button("Don't", () => answer(false, false)),
+        button("Always…", () => {
+          actions.replaceChildren(
+            el("span", "", `Always run ${data.server} ${data.tool} without asking? This adds an allow rule to ${data.rules_file}.`),
+            button("Yes, always", () => answer(true, true)),
+            button("Cancel", choose)
+          );
+        })
+      );
+    }
+
+    choose();
+    return card;
   }
 
   function onChatEvent(answer, name, data) {
@@ -231,6 +301,8 @@
       answer.body.append(document.createTextNode(data.text));
     } else if (name === "tool_activity") {
       answer.tools.append(el("div", "tool tool-" + (data.phase === "call" ? "call" : "result"), toolLine(data)));
+    } else if (name === "tool_approval") {
+      answer.tools.append(approvalCard(data));
     } else if (name === "chat_done") {
       if (!answer.body.textContent && data.text) answer.body.textContent = data.text;
       if (data.cancelled) answer.notes.append(el("div", "", "stopped"));

@@ -1,0 +1,71 @@
+"""Secrets for MCP servers come from files only their owner can read, never from the config:
+``env_file`` (``KEY=VALUE`` lines, as a .env file) and ``headers_file`` (``Name: value`` lines).
+A file that others can read is refused, as the HTTP token file is: the server is not started
+and its status says which file and ``chmod 600``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+MAX_SECRET_FILE_BYTES = 64 * 1024
+
+
+class SecretFileError(Exception):
+    """A secrets file that cannot be used; the message says why and what to do."""
+
+
+def _read_private(path_text: str, what: str) -> list[tuple[int, str]]:
+    path = Path(path_text).expanduser()
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise SecretFileError(f"the {what} {path} does not exist: create it (mode 600) or remove {what} from the config") from None
+    except OSError as exc:
+        raise SecretFileError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SecretFileError(f"the {what} {path} is not a regular file")
+    if info.st_uid != os.getuid():
+        raise SecretFileError(f"the {what} {path} belongs to uid {info.st_uid}, not to you: secrets must be your own file")
+    if info.st_mode & 0o077:
+        raise SecretFileError(
+            f"the {what} {path} can be read by others (mode {stat.S_IMODE(info.st_mode):o}): run `chmod 600 {path}`, "
+            "and change the secret if anyone may have read it"
+        )
+    if info.st_size > MAX_SECRET_FILE_BYTES:
+        raise SecretFileError(f"the {what} {path} is {info.st_size} bytes: a secrets file holds a few lines")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return [
+        (number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def read_env_file(path_text: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines (an optional ``export``, optional quotes around the value)."""
+    found: dict[str, str] = {}
+    for number, line in _read_private(path_text, "env_file"):
+        key, sep, value = line.removeprefix("export ").partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not _ENV_NAME.match(key):
+            raise SecretFileError(f"env_file {path_text} line {number}: expected KEY=VALUE (letters, digits and _ in KEY)")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        found[key] = value
+    return found
+
+
+def read_headers_file(path_text: str) -> dict[str, str]:
+    """``Name: value`` lines, e.g. ``Authorization: Bearer ...``."""
+    found: dict[str, str] = {}
+    for number, line in _read_private(path_text, "headers_file"):
+        name, sep, value = line.partition(":")
+        name, value = name.strip(), value.strip()
+        if not sep or not _HEADER_NAME.match(name):
+            raise SecretFileError(f"headers_file {path_text} line {number}: expected 'Name: value' (an HTTP header)")
+        found[name] = value
+    return found
