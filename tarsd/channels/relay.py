@@ -101,14 +101,12 @@ class Relay:
         dispatch: ServerDispatch,
         seen: SeenMessages,
         allowed: set[str],
-        approval_seconds: float,
     ):
         self.channel = channel
         self.title = title  # "WhatsApp", for people
         self.dispatch = dispatch
         self.seen = seen
         self.allowed = allowed
-        self.approval_seconds = approval_seconds
         self.started_at = time.time()
         self._ids = itertools.count(1)
         self._queues: dict[str, asyncio.Queue[Inbound]] = {}
@@ -153,7 +151,8 @@ class Relay:
         preview = event.text if isinstance(event, TextIn) else ""
         if not await asyncio.to_thread(self.seen.take, self.channel.name, event.message_id, event.sender, preview):
             counters.duplicates += 1
-            log.info("%s: message %s from %s delivered again: answered once already", self.title, event.message_id, who)
+            # Never the message id in the log: a wamid holds the sender's number, base64-encoded.
+            log.info("%s: a message from %s delivered again: answered once already", self.title, who)
             return
         counters.received += 1
         if isinstance(event, ChoiceIn):

@@ -62,7 +62,7 @@ class WhatsApp:
     title = "WhatsApp"
     path = WEBHOOK_PATH
 
-    def __init__(self, settings: WhatsAppConfig, config_file: Path, store: Store, dispatch: ServerDispatch, approval_seconds: float):
+    def __init__(self, settings: WhatsAppConfig, config_file: Path, store: Store, dispatch: ServerDispatch):
         self.settings = settings
         self.counters = Counters()
         folder = Path(config_file).expanduser().parent
@@ -76,7 +76,7 @@ class WhatsApp:
         self.problems = self._check(settings)
         self._hash_key = secrets.token_bytes(16)  # until the app secret can be read
         self.graph = Graph(settings.graph_url, settings.phone_number_id, self.secrets["access_token_file"].get, self._retried)
-        self.relay = Relay(self, self.title, dispatch, SeenMessages(store), self.allowed, approval_seconds)
+        self.relay = Relay(self, self.title, dispatch, SeenMessages(store), self.allowed)
         self.webhook = Webhook(
             self.secrets["verify_token_file"], self.secrets["app_secret_file"], settings.phone_number_id, self._take, self.counters
         )
@@ -127,11 +127,11 @@ class WhatsApp:
             log.info("WhatsApp: %d change(s) for another business number of the app ignored", delivery.elsewhere)
         for status in delivery.statuses:
             if status.status == "failed":
-                self._failed_later(status.recipient, status.message_id, status.errors)
+                self._failed_later(status.recipient, status.errors)
         for event in delivery.events:
             await self.relay.take(event)
 
-    def _failed_later(self, recipient: str, message_id: str, errors: list[tuple[int | None, str]]) -> None:
+    def _failed_later(self, recipient: str, errors: list[tuple[int | None, str]]) -> None:
         """A message the API took but could not deliver, as a status delivery reports it."""
         now = time.time()
         for code, text in errors or [(None, "no reason given")]:
@@ -139,7 +139,8 @@ class WhatsApp:
             if code == WINDOW_CLOSED_CODE:
                 why = self._window_closed(recipient, f"(#{code}) {text}")
             else:
-                why = f"WhatsApp could not deliver message {message_id} to {self.who(recipient)}: (#{code}) {text}"
+                # Not the message's id: a wamid holds the recipient's number, base64-encoded.
+                why = f"WhatsApp could not deliver a message to {self.who(recipient)}: (#{code}) {text}"
             self.counters.failed(why, now)
             log.error("%s", why)
 

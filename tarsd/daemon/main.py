@@ -245,9 +245,7 @@ class Daemon:
             from tarsd.channels.whatsapp import WhatsApp
             from tarsd.serve.http_app import Mount
 
-            whatsapp = WhatsApp(
-                self.config.whatsapp, self.config_file, self.engine.store, server.dispatch, self.config.mcp.approval_timeout_seconds
-            )
+            whatsapp = WhatsApp(self.config.whatsapp, self.config_file, self.engine.store, server.dispatch)
             mounts.append(lambda _dispatch: Mount(whatsapp.path, whatsapp.webhook, lifespan=whatsapp.running, authenticates=True))
         door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file), mounts)
         try:

@@ -116,7 +116,7 @@ def test_a_text_is_answered_through_the_graph_api_in_one_conversation(world):
         {"text": "# Your bike\n\nThe **chain** was replaced in May: see [the note](obsidian://Bike).\n\n* oil it\n* check it"},
         {"text": "In May."},
     ]
-    mid = meta.message_id()
+    mid = meta.message_id(ME)
     first = hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(ME, "what about my bike?", mid)))
     assert first.status_code == 200 and first.text == "ok"
     [reply] = graph.wait_texts(ME, 1, start)
@@ -509,3 +509,4 @@ def test_a_message_cut_off_by_kill_9_is_noted_at_the_next_start_and_answered_onc
     assert graph.texts(KILLED, start) == [notice]
     log = daemon.log.read_text()
     assert not [n for n in [*ALLOWED, STRANGER] if n in log]  # no number in the log, all module long
+    assert "wamid." not in log  # nor a message id, which holds the number (base64)

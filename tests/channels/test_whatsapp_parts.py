@@ -232,13 +232,13 @@ def test_the_channel_says_what_its_setup_lacks(tmp_path):
     assert settings.enabled and settings.allowed_senders == ["+353 87 000 0001", "353870000002"]
     store = Store(tmp_path / "index.sqlite3")
     try:
-        channel = WhatsApp(settings, config, store, lambda *_: None, 120.0)
+        channel = WhatsApp(settings, config, store, lambda *_: None)
         assert channel.allowed == {"353870000001", "353870000002"}
         problems = channel.status().error
         assert "[whatsapp] phone_number_id is not set" in problems and "graph_url 'ftp://x' is not an http(s) address" in problems
         assert f"[whatsapp] app_secret_file {tmp_path / 'whatsapp_app_secret'} does not exist" in problems
         assert "access_token_file" in problems and "verify_token_file" in problems
-        nobody = WhatsApp(load_config(config, env={}).whatsapp, config, store, lambda *_: None, 120.0)
+        nobody = WhatsApp(load_config(config, env={}).whatsapp, config, store, lambda *_: None)
         assert "allowed_senders is empty: nobody can talk to tars" in nobody.status().error
     finally:
         store.close()

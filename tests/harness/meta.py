@@ -5,6 +5,7 @@ app secret), posted to a real tarsd's listener with httpx."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import itertools
@@ -18,8 +19,10 @@ BUSINESS_NUMBER = "15550783881"
 _ids = itertools.count(1)
 
 
-def message_id() -> str:
-    return f"wamid.test{time.monotonic_ns()}x{next(_ids)}"
+def message_id(sender: str = "0") -> str:
+    """A message id shaped like Meta's: ``wamid.`` and base64 of bytes that hold the sender's number."""
+    raw = b"\x18\x0c" + sender.encode() + b"\x15\x02\x00\x12\x18\x14" + f"{time.monotonic_ns()}x{next(_ids)}".encode()
+    return "wamid." + base64.b64encode(raw).decode()
 
 
 def envelope(phone_number_id: str, value: dict) -> dict:
@@ -36,7 +39,7 @@ def inbound(sender: str, kind: str, content: dict, mid: str | None = None, at: f
     """One message a user sent, as the ``messages`` array holds it."""
     message = {
         "from": sender,
-        "id": mid or message_id(),
+        "id": mid or message_id(sender),
         "timestamp": str(int(at if at is not None else time.time())),
         "type": kind,
         kind: content,
