@@ -381,6 +381,10 @@ def test_commands_work_as_in_the_repl(world):
     assert logged and f"conversation: whatsapp:{COMMANDS}" in (daemon.vault / logged.group(1)).read_text()
     hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(COMMANDS, "/frobnicate")))
     assert graph.wait_texts(COMMANDS, 6, start)[5] == "Unknown command /frobnicate: /help lists them."
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(COMMANDS, "/sgrep squeaky chain")))
+    assert "Bike.md:" in graph.wait_texts(COMMANDS, 7, start)[6]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(COMMANDS, "/help")))
+    assert graph.wait_texts(COMMANDS, 8, start)[7].startswith("Commands:\n/search QUERY")
 
 
 def test_a_tool_call_is_approved_by_button_and_a_tap_from_another_number_is_ignored(world):

@@ -17,6 +17,7 @@ from harness import meta
 from harness.fake_graph import FakeGraph
 from tarsd.channels.channel import ChoiceIn, Counters, OtherIn, TextIn
 from tarsd.channels.secrets import SecretFile
+from tarsd.channels.seen import SeenMessages
 from tarsd.channels.whatsapp import WhatsApp, number
 from tarsd.channels.whatsapp_graph import MAX_ATTEMPTS, Graph, GraphError
 from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, to_whatsapp
@@ -249,3 +250,23 @@ def test_whatsapp_without_the_http_listener_says_so(start_daemon):
     [channel] = daemon.status().channels
     assert "set [http] enabled = true as well" in channel.error
     assert "warning    whatsapp: the WhatsApp channel's webhook is served on the HTTP listener" in daemon.tarsctl("status").stdout
+
+
+def test_message_ids_are_kept_a_day_and_each_is_let_in_once(tmp_path):
+    store = Store(tmp_path / "index.sqlite3")
+    try:
+        seen = SeenMessages(store)
+        day = 24 * 3600
+        assert seen.take("whatsapp", "wamid.a", "1", "plan my week", now=1000.0)
+        assert not seen.take("whatsapp", "wamid.a", "1", "plan my week", now=1000.0 + day - 1)  # Meta's retry, within the day
+        assert seen.take("whatsapp", "wamid.b", "1", "x" * 100, now=1000.0 + 10)
+        assert [(m.message_id, m.preview) for m in seen.unanswered("whatsapp", before=2000.0)] == [
+            ("wamid.a", "plan my week"),
+            ("wamid.b", "x" * 60 + "…"),
+        ]
+        seen.mark("whatsapp", "wamid.a", "answered")
+        assert [m.message_id for m in seen.unanswered("whatsapp", before=2000.0)] == ["wamid.b"]
+        assert not seen.unanswered("whatsapp", before=1005.0)  # only what came in before this start
+        assert seen.take("whatsapp", "wamid.a", "1", "", now=1000.0 + day + 700)  # a day on, forgotten
+    finally:
+        store.close()
