@@ -72,7 +72,7 @@ class WhatsApp:
             path = Path(configured).expanduser() if configured else folder / default
             hint = f"write {what} on its first line, then `chmod 600 {path}` (docs/whatsapp.md)"
             self.secrets[key] = SecretFile(path, f"[whatsapp] {key}", hint)
-        self.allowed = {number(n) for n in settings.allowed_senders if number(n)}
+        self.allowed = {number(n) for n in settings.allowed_senders if number(n).isdigit()}
         self.problems = self._check(settings)
         self._hash_key = secrets.token_bytes(16)  # until the app secret can be read
         self.graph = Graph(settings.graph_url, settings.phone_number_id, self.secrets["access_token_file"].get, self._retried)
