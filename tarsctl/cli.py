@@ -453,6 +453,8 @@ def _status(client: Client, args) -> int:
             lines.append(f"http       {web.url}{lan}: {counts}; `tarsctl http url` opens the page")
         else:
             lines.append(f"http       not listening: {web.error}")
+    for channel in reply.channels:
+        lines.append(_channel_line(channel))
     from tarsctl.tools_view import status_lines
 
     lines.extend(status_lines(reply.tool_servers, reply.tool_calls))
@@ -483,6 +485,25 @@ def _tools(client: Client, args) -> int:
         return EXIT_OK
     print_tools(reply)
     return EXIT_OK
+
+
+def _channel_line(channel) -> str:
+    """whatsapp   /channels/whatsapp: 1 allowed sender; 4 received, 4 answered, ... (the warnings say what to fix)."""
+    if channel.error and not channel.received:
+        return f"{channel.name:<10} not working: see the warnings below"
+    counts = [
+        f"{channel.received} received",
+        f"{channel.answered} answered",
+        f"{channel.duplicates} delivered twice",
+        f"{channel.unknown_senders} from numbers not allowed",
+        f"{channel.bad_signatures} refused for the signature",
+    ]
+    sends = [f"{channel.sent} sent", f"{channel.retries} retried", f"{channel.send_failures} failed"]
+    if channel.window_closed:
+        sends.append(f"{channel.window_closed} outside the 24-hour window")
+    waiting = f"; {channel.questions_waiting} question(s) wait for your answer" if channel.questions_waiting else ""
+    allowed = f"{channel.allowed_senders} allowed sender{'' if channel.allowed_senders == 1 else 's'}"
+    return f"{channel.name:<10} {channel.path}: {allowed}; " + ", ".join(counts) + "; " + ", ".join(sends) + waiting
 
 
 def _last_restart(watcher: dict) -> str:

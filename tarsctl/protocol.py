@@ -506,6 +506,28 @@ class HttpStatus(msgspec.Struct):
     rate_limited: int = 0  # refused with 429 after repeated failures
 
 
+class ChannelStatus(msgspec.Struct):
+    """A messenger channel ([whatsapp] in the config): tars in a chat app, through a webhook on the HTTP listener."""
+
+    name: str = ""  # whatsapp
+    path: str = ""  # the webhook on the HTTP listener: /channels/whatsapp
+    error: str = ""  # why it cannot work now, and what to do; "" when it can
+    allowed_senders: int = 0
+    received: int = 0  # messages taken in from the allowed senders since start
+    answered: int = 0
+    duplicates: int = 0  # deliveries of a message already taken in (retries), not answered again
+    unknown_senders: int = 0  # messages from numbers not allowed: dropped unread
+    bad_signatures: int = 0  # webhook requests refused for a missing or wrong signature
+    sent: int = 0  # messages sent through the messenger's API
+    retries: int = 0  # sends tried again after a 429, a 5xx or a dropped connection
+    send_failures: int = 0  # sends given up (the log says why, with the API's error text)
+    window_closed: int = 0  # replies refused because the 24-hour window had closed
+    window_closed_at: float = 0.0  # the last such refusal (unix time)
+    last_error: str = ""
+    last_error_at: float = 0.0
+    questions_waiting: int = 0  # tool approvals (buttons) waiting for an answer
+
+
 class StatusReply(Message, tag="status_reply"):
     id: int = 0
     vault: str = ""
@@ -529,6 +551,7 @@ class StatusReply(Message, tag="status_reply"):
     vault_error: str = ""  # why the vault folder cannot be used now (missing, drive unmounted); "" when fine
     tool_servers: list[ToolServerInfo] = []  # the MCP servers whose tools the chat may use (no tool lists: `tarsctl tools`)
     tool_calls: list[ToolCallRecord] = []  # the newest calls of their tools, at most 10
+    channels: list[ChannelStatus] = []  # messenger channels ([whatsapp]) when enabled
 
 
 class Stopping(Message, tag="stopping"):

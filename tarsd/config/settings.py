@@ -220,6 +220,25 @@ class McpConfig(msgspec.Struct, forbid_unknown_fields=True):
     rules_file: str = ""
 
 
+class WhatsAppConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """tars in WhatsApp through Meta's official Cloud API (docs/whatsapp.md): a webhook at
+    /channels/whatsapp on the HTTP listener ([http] enabled too), replies through the Graph API.
+    The three secrets live in files of mode 0600, never here."""
+
+    enabled: bool = False
+    # The business number's id in Meta's app dashboard (not the number itself): messages to any
+    # other number of the same app are ignored, and replies are sent from this one.
+    phone_number_id: str = ""
+    # The user's own numbers, with country code ("353871234567"; "+" and spaces are ignored).
+    # Only they reach tars; a message from any other number is logged (hashed) and dropped.
+    allowed_senders: list[str] = msgspec.field(default_factory=list)
+    # Empty: whatsapp_verify_token, whatsapp_app_secret, whatsapp_access_token beside the config file.
+    verify_token_file: str = ""  # the word Meta's dashboard sends back when the webhook is set up
+    app_secret_file: str = ""  # the app's secret: every webhook POST is signed with it (X-Hub-Signature-256)
+    access_token_file: str = ""  # the (permanent) token tars sends replies with
+    graph_url: str = "https://graph.facebook.com/v21.0"
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
@@ -229,6 +248,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     chat: ChatConfig = msgspec.field(default_factory=ChatConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
+    whatsapp: WhatsAppConfig = msgspec.field(default_factory=WhatsAppConfig)
 
     @property
     def vault_path(self) -> Path:
@@ -258,6 +278,7 @@ SECTIONS = {
     "chat": ChatConfig,
     "http": HttpConfig,
     "mcp": McpConfig,
+    "whatsapp": WhatsAppConfig,
 }
 
 

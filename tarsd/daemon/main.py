@@ -1,7 +1,8 @@
 """tarsd: run the daemon in the foreground (launchd and systemd supervise it; it never forks).
 
 Start-up order: signal handlers (the very first thing), config, one-daemon-per-vault lock,
-database, socket, watcher, the HTTP listener (when [http] enabled), then READY=1 to systemd,
+database, socket, watcher, the HTTP listener (when [http] enabled, with the WhatsApp channel's webhook
+when [whatsapp] is enabled too), then READY=1 to systemd,
 then the MCP servers whose tools the chat may call ([mcp.servers], in the background).
 Nothing waits for the first reconcile or the embedding model: both run in the background
 while tarsd already answers (search replies say how complete the index is). SIGTERM or
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tarsctl.protocol import Coverage
+    from tarsd.channels.whatsapp import WhatsApp
     from tarsd.chat.assistant import Assistant
     from tarsd.config.settings import Config
     from tarsd.index.sync_queue import SyncQueue
@@ -105,6 +107,8 @@ class Daemon:
         self.tool_servers: ToolServers
         self.http: HttpDoor | None = None
         self.http_error = ""  # why the enabled HTTP listener is not listening
+        self.whatsapp: WhatsApp | None = None  # the WhatsApp channel, on the HTTP listener
+        self.whatsapp_error = ""  # why the enabled channel is not served
 
     def request_stop(self, why: str) -> None:
         if not self._stop.is_set():
@@ -177,6 +181,9 @@ class Daemon:
             scheduler = start_scheduler(self.config, self.queue, self.assistant)
             if self.config.http.enabled:
                 await self._start_http(server)
+            elif self.config.whatsapp.enabled:
+                self.whatsapp_error = "the WhatsApp channel's webhook is served on the HTTP listener: set [http] enabled = true as well"
+                log.error("WhatsApp channel not started: %s", self.whatsapp_error)
             log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
             # Ready means "answers": the first scan and the model continue in the background,
             # and every search reply says how complete the index is.
@@ -232,14 +239,26 @@ class Daemon:
             from tarsd.serve.mcp_http import mcp_mount
 
             mounts.append(mcp_mount)
+        whatsapp = None
+        if self.config.whatsapp.enabled:
+            # The channel is loaded only when enabled; its webhook checks Meta's signature itself.
+            from tarsd.channels.whatsapp import WhatsApp
+            from tarsd.serve.http_app import Mount
+
+            whatsapp = WhatsApp(self.config.whatsapp, self.config_file, self.engine.store, server.dispatch)
+            mounts.append(lambda _dispatch: Mount(whatsapp.path, whatsapp.webhook, lifespan=whatsapp.running, authenticates=True))
         door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file), mounts)
         try:
             await door.start()
         except HttpStartError as exc:
             self.http_error = str(exc)
+            self.whatsapp_error = f"the HTTP listener it is served on did not start: {exc}"
             log.error("HTTP listener not started: %s", exc)
+            if whatsapp is not None:
+                await whatsapp.graph.aclose()
             return
         self.http = door
+        self.whatsapp = whatsapp
 
     def http_status(self):
         from tarsctl.protocol import HttpStatus
@@ -247,6 +266,15 @@ class Daemon:
         if self.http is not None:
             return self.http.describe()
         return HttpStatus(enabled=self.config.http.enabled, error=self.http_error)
+
+    def channels_status(self) -> list:
+        from tarsctl.protocol import ChannelStatus
+
+        if self.whatsapp is not None:
+            return [self.whatsapp.status()]
+        if self.config.whatsapp.enabled:
+            return [ChannelStatus(name="whatsapp", path="/channels/whatsapp", error=self.whatsapp_error)]
+        return []
 
     async def _stop_workers(self, workers: list[asyncio.Task]) -> bool:
         """True when both workers reached a safe point within the grace period."""

@@ -258,7 +258,8 @@ class HttpDoor:
         loop = asyncio.get_running_loop()
         self._stopping = loop.create_future()
         mounts = [factory(self.dispatch) for factory in self.mounts]
-        app = Guard(build_app(self.dispatch, self._stopping, mounts), policy, token, limiter, self.counters)
+        own = tuple(mount.path for mount in mounts if mount.authenticates)
+        app = Guard(build_app(self.dispatch, self._stopping, mounts), policy, token, limiter, self.counters, own)
         protocol = type(
             "GuardedH11",
             (_GuardedH11,),

@@ -20,10 +20,11 @@ or SSE events when streamed (http_json).
     GET    /status                status            -> status_reply
     GET    /docs, /openapi.json   the API description
     /mcp                          reserved for MCP over streamable HTTP: see ``Mount`` and ``HttpDoor(mounts=...)``
+    /channels/whatsapp            the WhatsApp channel's webhook, when [whatsapp] is enabled (tarsd/channels): signed, no token
 
 Every request passes the guard first (http_middleware): the Host header, the Origin header when
-present, then (except for the page and the docs) the bearer token, with failed attempts
-rate-limited per client address.
+present, then (except for the page, the docs and a mount that authenticates its callers itself)
+the bearer token, with failed attempts rate-limited per client address.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ class Mount:
     path: str
     app: Any  # an ASGI application
     lifespan: Callable[[], contextlib.AbstractAsyncContextManager] | None = None
+    # The app checks its callers itself (a messenger's webhook: Meta signs its deliveries and cannot
+    # send the bearer token): the guard's Host and Origin checks still apply, the token does not.
+    authenticates: bool = False
 
 
 MountFactory = Callable[[Dispatch], Mount]

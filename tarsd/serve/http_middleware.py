@@ -54,8 +54,18 @@ class Counters:
 class Guard:
     """ASGI middleware in front of everything the listener serves, mounts included."""
 
-    def __init__(self, app: Any, policy: HostPolicy, token: TokenCheck, limiter: FailureLimiter, counters: Counters):
+    def __init__(
+        self,
+        app: Any,
+        policy: HostPolicy,
+        token: TokenCheck,
+        limiter: FailureLimiter,
+        counters: Counters,
+        self_authenticated: tuple[str, ...] = (),
+    ):
         self.app, self.policy, self.token, self.limiter, self.counters = app, policy, token, limiter, counters
+        # Paths whose app checks its callers itself (a webhook's signature): no bearer token there.
+        self.self_authenticated = self_authenticated
         self._logged_failures = 0
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
@@ -100,7 +110,7 @@ class Guard:
                     hint="open the page from tarsd itself, or add the origin to [http] origins",
                 )
             )
-        if path in PUBLIC:
+        if path in PUBLIC or any(path == own or path.startswith(own + "/") for own in self.self_authenticated):
             return None
         address = (scope.get("client") or ("unknown", 0))[0]
         scheme, _, presented = headers.get("authorization", "").partition(" ")

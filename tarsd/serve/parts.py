@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from tarsctl.protocol import HttpStatus
+from tarsctl.protocol import ChannelStatus, HttpStatus
 from tarsd.chat.assistant import Assistant
 from tarsd.config.settings import Config
 from tarsd.index.sync_queue import SyncQueue
@@ -34,3 +34,6 @@ class DaemonParts(Protocol):
 
     def http_status(self) -> HttpStatus:
         """The HTTP listener's state, for status."""
+
+    def channels_status(self) -> list[ChannelStatus]:
+        """The messenger channels' state ([whatsapp]), for status; empty when none is enabled."""

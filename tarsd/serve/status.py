@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tarsctl.protocol import (
     PROTOCOL_VERSION,
+    ChannelStatus,
     Coverage,
     EmbedderStatus,
     ExternalTool,
@@ -221,6 +222,8 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
     rules = daemon.tool_servers.rules
     if rules is not None and rules.problem:
         warnings.append(f"tools: {rules.problem}")
+    channels = daemon.channels_status()
+    warnings.extend(channel_warnings(channels))
     memory = dict(daemon.assistant.memory_status())
     if memory.get("last_restored_at") is None:
         memory["last_restored_at"] = 0.0  # never
@@ -255,4 +258,23 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         vault_error=vault_error,
         tool_servers=servers,
         tool_calls=recent_calls(daemon.tool_servers, 10),
+        channels=channels,
     )
+
+
+def channel_warnings(channels: list[ChannelStatus]) -> list[str]:
+    """What a messenger channel needs the user to do: fix its setup, or know that replies were refused."""
+    found = []
+    for channel in channels:
+        if channel.error:
+            found.append(f"{channel.name}: {channel.error}")
+        if channel.window_closed:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(channel.window_closed_at))
+            found.append(
+                f"{channel.name}: {channel.window_closed} repl{'y was' if channel.window_closed == 1 else 'ies were'} refused outside "
+                f"WhatsApp's 24-hour window (last at {when}): a message from your phone opens it again"
+            )
+        others = channel.send_failures - channel.window_closed
+        if others > 0 and channel.last_error:
+            found.append(f"{channel.name}: {others} send(s) failed; the last error: {channel.last_error}")
+    return found

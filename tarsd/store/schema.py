@@ -1,5 +1,6 @@
 """The index database's schema: every table's DDL (also those whose SQL lives elsewhere:
-conversations in tarsd/chat, memory-line vectors and pending rules in tarsd/memory), the
+conversations in tarsd/chat, memory-line vectors and pending rules in tarsd/memory, the messages
+a channel took in in tarsd/channels), the
 migrations from one version to the next, and the check that refuses an index newer than
 this tars. The vector table is not here: its layout follows the embedder (vectors.py)."""
 
@@ -11,7 +12,7 @@ import apsw
 
 from tarsd.store.errors import StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -141,7 +142,30 @@ CREATE TABLE pending_rules (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_MEMORY_VECTORS, 5: _SCHEMA_PENDING_RULES}
+# Version 6: the message ids a messenger channel has taken in (tarsd/channels/seen.py holds its SQL),
+# kept a day, so that a webhook delivered twice (a retry, a restart in between) is answered once,
+# and a message taken in but never answered (tarsd killed meanwhile) is found at the next start.
+_SCHEMA_CHANNEL_MESSAGES = """
+CREATE TABLE channel_messages (
+    channel TEXT NOT NULL,           -- whatsapp
+    message_id TEXT NOT NULL,        -- the messenger's own id (a wamid)
+    sender TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    state TEXT NOT NULL,             -- received | answered | notified (told it was never answered)
+    preview TEXT NOT NULL DEFAULT '',  -- the message's first words, for that notice
+    PRIMARY KEY (channel, message_id)
+) WITHOUT ROWID;
+CREATE INDEX channel_messages_state ON channel_messages(state, received_at);
+"""
+
+MIGRATIONS = {
+    1: _SCHEMA_V1,
+    2: _SCHEMA_V2,
+    3: _SCHEMA_V3,
+    4: _SCHEMA_MEMORY_VECTORS,
+    5: _SCHEMA_PENDING_RULES,
+    6: _SCHEMA_CHANNEL_MESSAGES,
+}
 
 
 def migrate(conn: apsw.Connection, path: Path) -> None:

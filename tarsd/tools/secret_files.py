@@ -1,7 +1,8 @@
-"""Secrets for MCP servers come from files only their owner can read, never from the config:
-``env_file`` (``KEY=VALUE`` lines, as a .env file) and ``headers_file`` (``Name: value`` lines).
-A file that others can read is refused, as the HTTP token file is: the server is not started
-and its status says which file and ``chmod 600``.
+"""Secrets come from files only their owner can read, never from the config: for MCP servers
+``env_file`` (``KEY=VALUE`` lines, as a .env file) and ``headers_file`` (``Name: value`` lines);
+for a messenger channel one secret a file (``read_secret``: WhatsApp's app secret, access token and
+verify token). A file that others can read is refused, as the HTTP token file is: the server or
+channel is not used and its status says which file and ``chmod 600``.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ class SecretFileError(Exception):
     """A secrets file that cannot be used; the message says why and what to do."""
 
 
-def _read_private(path_text: str, what: str) -> list[tuple[int, str]]:
+def _read_private(path_text: str, what: str, missing_hint: str = "") -> list[tuple[int, str]]:
     path = Path(path_text).expanduser()
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise SecretFileError(f"the {what} {path} does not exist: create it (mode 600) or remove {what} from the config") from None
+        hint = missing_hint or f"create it (mode 600) or remove {what} from the config"
+        raise SecretFileError(f"the {what} {path} does not exist: {hint}") from None
     except OSError as exc:
         raise SecretFileError(f"cannot read the {what} {path}: {exc.strerror}") from None
     if not stat.S_ISREG(info.st_mode):
@@ -69,3 +71,11 @@ def read_headers_file(path_text: str) -> dict[str, str]:
             raise SecretFileError(f"headers_file {path_text} line {number}: expected 'Name: value' (an HTTP header)")
         found[name] = value
     return found
+
+
+def read_secret(path_text: str, what: str, missing_hint: str = "") -> str:
+    """The one secret in a private file: its first line that is not empty or a ``#`` comment."""
+    lines = _read_private(path_text, what, missing_hint)
+    if not lines:
+        raise SecretFileError(f"the {what} {Path(path_text).expanduser()} is empty: put the secret on its first line")
+    return lines[0][1]

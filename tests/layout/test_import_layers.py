@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.tools",),  # other MCP servers' tools: connections, policy, approvals
     ("tarsd.chat",),
     ("tarsd.serve",),
+    ("tarsd.channels",),  # messengers (WhatsApp) on the HTTP listener, through the doors' dispatcher
     ("tarsd.daemon",),
     ("tarsctl",),  # the command line: cli, chat, doctor, service, config and http views
 ]

@@ -354,7 +354,8 @@ def test_tarsctl_http_token_before_the_listener_is_on(start_daemon, tmp_path):
 @pytest.mark.parametrize("enabled", [False, True])
 def test_the_web_framework_is_imported_only_when_the_listener_is_on(start_daemon, vault, enabled):
     """The default daemon's memory is unchanged: it never imports FastAPI, Starlette, pydantic or uvicorn,
-    nor the MCP SDK (only the listener's /mcp, or a configured MCP server whose tools the chat uses, loads it)."""
+    nor the MCP SDK (only the listener's /mcp, or a configured MCP server whose tools the chat uses, loads it),
+    nor a messenger channel's code (only [whatsapp] enabled loads it)."""
     write(vault, "a.md", "tomatoes")
     env = {"PYTHONPROFILEIMPORTTIME": "1"}
     if enabled:
@@ -368,3 +369,4 @@ def test_the_web_framework_is_imported_only_when_the_listener_is_on(start_daemon
     web = {name for name in imported if name.split(".")[0] in ("fastapi", "starlette", "pydantic", "pydantic_core", "uvicorn")}
     assert bool(web) == enabled, sorted(web)[:10]
     assert ("mcp" in imported) == enabled and "tarsd.tools.servers" in imported and "tarsd.tools.connection" not in imported
+    assert not [name for name in imported if name.startswith("tarsd.channels")]  # no messenger channel is enabled

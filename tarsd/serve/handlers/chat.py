@@ -76,6 +76,8 @@ async def conversation_history(daemon: DaemonParts, request: ConversationHistory
 
 def answered_by(peer: Peer) -> str:
     """Who answered an approval, for the log: the user, through which door."""
+    if peer.who:
+        return peer.who
     return "you over HTTP (the web page or a client with the token)" if peer.door == "http" else "you in tarsctl chat"
 
 

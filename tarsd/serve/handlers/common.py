@@ -29,7 +29,8 @@ class Peer:
     chat, the client's next frame, read ahead (a Cancel, or None once the client is gone)."""
 
     pending: asyncio.Future | None = None
-    door = "socket"  # socket | http: who answered an approval, for the log
+    door = "socket"  # socket | http | channel: who answered an approval, for the log
+    who = ""  # the answerer named in full, when the door knows better (a messenger channel: "you in WhatsApp (#…)")
 
     def read_ahead(self) -> asyncio.Future:
         raise NotImplementedError

@@ -1,0 +1,99 @@
+"""What a messenger channel is to the relay: the messages it takes in (``Inbound`` and its kinds),
+and what the relay asks of it (``Channel``): send text, ask a question with buttons, show that tars
+is typing, and say who a sender is without naming them in the log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """A message a person sent, as the messenger delivered it."""
+
+    sender: str  # the messenger's id of the person: a phone number in WhatsApp
+    message_id: str  # the messenger's id of the message: the same on every delivery of it
+    at: float  # when the person sent it (unix time), by the messenger's clock
+
+
+@dataclass(frozen=True, slots=True)
+class TextIn(Inbound):
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceIn(Inbound):
+    """A button tapped: ``choice`` is the id the button was sent with."""
+
+    choice: str
+
+
+@dataclass(frozen=True, slots=True)
+class OtherIn(Inbound):
+    """Anything tars does not read (an image, a voice note, a location): answered politely, or
+    not at all when ``quiet`` (a reaction is not a message to answer)."""
+
+    kind: str
+    quiet: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    id: str  # sent back in ChoiceIn.choice when tapped
+    title: str
+
+
+@dataclass(slots=True)
+class Counters:
+    """What a channel has done since start, for status."""
+
+    received: int = 0
+    answered: int = 0
+    duplicates: int = 0
+    unknown_senders: int = 0
+    bad_signatures: int = 0
+    sent: int = 0
+    retries: int = 0
+    send_failures: int = 0
+    window_closed: int = 0
+    window_closed_at: float = 0.0
+    last_error: str = ""
+    last_error_at: float = 0.0
+
+    def failed(self, why: str, at: float) -> None:
+        self.last_error, self.last_error_at = why, at
+
+
+class SendFailed(Exception):
+    """A message could not be sent (after the retries the error allowed); the message says why,
+    with the messenger's own error text."""
+
+
+class Channel(Protocol):
+    name: str  # "whatsapp": conversations are "whatsapp:<sender>"
+    counters: Counters
+
+    def format(self, markdown: str) -> list[str]:
+        """The model's markdown as this messenger's messages: its own formatting, cut to its length limit."""
+        ...
+
+    def fits_question(self, text: str) -> bool:
+        """Whether ``text`` fits in one message with buttons."""
+        ...
+
+    async def send_text(self, to: str, text: str) -> None:
+        """Send one message (already formatted, within the limit); SendFailed when it could not be."""
+        ...
+
+    async def ask(self, to: str, text: str, buttons: list[Button]) -> None:
+        """Send a question with buttons; SendFailed when it could not be."""
+        ...
+
+    async def typing(self, to: str, message_id: str) -> None:
+        """Show that tars is working on ``message_id`` (read mark, typing indicator); never raises."""
+        ...
+
+    def who(self, sender: str) -> str:
+        """The sender as the log names them: not their number."""
+        ...

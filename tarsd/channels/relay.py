@@ -1,0 +1,474 @@
+"""The relay: what every messenger channel shares, between the messages a channel takes in and the
+daemon's dispatcher (the one the socket and HTTP use).
+
+Authority: a message from a sender on the channel's allow list is the user speaking; a message
+from anyone else reaches nothing (it is counted, logged under a hash, and dropped unread). Only
+the user's own button taps answer a question, and a question's buttons carry a random id bound to
+the one sender it was asked of and to the call it decides: the approval id stays here (it reaches
+neither the messenger nor the model), and a tap from any other number is ignored.
+
+Each sender is one conversation, ``<channel>:<sender>``, in the conversation store the CLI and the
+page use (so the same compaction and session logs); its messages are handled one after the other,
+while button taps are handled at once (a turn may be waiting for one). Commands work as in the
+REPL: /new, /remember, /search (and /sgrep, /svec, /help). Every message is answered once: the
+channel's webhook records each message id before answering Meta (``SeenMessages``), and a message
+recorded but never answered (tarsd stopped or was killed meanwhile) gets a note at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from tarsctl.protocol import (
+    Chat,
+    ChatDone,
+    ConversationEnded,
+    DecideToolCall,
+    EndConversation,
+    Error,
+    Message,
+    Remember,
+    Remembered,
+    Search,
+    SearchResults,
+    ToolApproval,
+    ToolCallDecided,
+)
+from tarsd.channels.channel import Button, Channel, ChoiceIn, Inbound, OtherIn, SendFailed, TextIn
+from tarsd.channels.seen import ANSWERED, KEEP_SECONDS, NOTIFIED, SeenMessages
+from tarsd.serve.handlers.common import Peer
+
+log = logging.getLogger(__name__)
+
+ServerDispatch = Callable[[Message, Peer], AsyncIterator[Message]]
+
+TYPING_REFRESH_SECONDS = 20.0  # WhatsApp drops its typing indicator after 25 s
+QUESTION_SECONDS = 3600.0  # a question that is not a tool approval (remember: replace?) is kept this long
+MAX_QUESTIONS = 200  # open questions in all; the oldest go first
+STOP_GRACE_SECONDS = 1.0  # for what is under way to end when tarsd stops, then as long again once cancelled
+STRANGER_LOG_SECONDS = 60.0  # at most one log line a minute about numbers not allowed
+SEARCH_RESULTS = 5
+ARGUMENT_CHARS = 3000  # of a tool call's arguments, shown with its question
+
+HELP = """Commands:
+/search QUERY: search your notes (/sgrep: keywords only, /svec: by meaning)
+/remember FACT: save a fact to Memory.md
+/new: log this conversation and start a new one
+/help: this list
+Anything else is a message to tars."""
+
+
+class Stopping(Exception):
+    """tarsd stops: what is under way is left, to be noted at the next start."""
+
+
+@dataclass(slots=True)
+class Question:
+    sender: str  # the only one whose tap answers it
+    answers: dict[str, Callable[[], Awaitable[None]]]  # button choice -> what it does
+    asked_at: float
+    expires_at: float
+    blocking: bool  # a turn waits for it (a tool approval): the sender's next messages wait too
+
+
+class _ChannelPeer(Peer):
+    """The client a channel's requests come from: the user, in that messenger. A chat it started
+    ends (cancelled) when the channel stops."""
+
+    door = "channel"
+
+    def __init__(self, who: str, stopping: asyncio.Future):
+        self.who = who
+        self.stopping = stopping
+
+    def read_ahead(self) -> asyncio.Future:
+        return self.stopping
+
+
+class Relay:
+    def __init__(
+        self,
+        channel: Channel,
+        title: str,
+        dispatch: ServerDispatch,
+        seen: SeenMessages,
+        allowed: set[str],
+    ):
+        self.channel = channel
+        self.title = title  # "WhatsApp", for people
+        self.dispatch = dispatch
+        self.seen = seen
+        self.allowed = allowed
+        self.started_at = time.time()
+        self._ids = itertools.count(1)
+        self._queues: dict[str, asyncio.Queue[Inbound]] = {}
+        self._workers: dict[str, asyncio.Task] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._questions: dict[str, Question] = {}
+        self._latest: dict[str, str] = {}  # sender -> their latest message id (for the typing indicator)
+        self._stopping: asyncio.Future | None = None
+        self._strangers = 0  # messages from numbers not allowed since the last line about them
+        self._stranger_logged_at = float("-inf")
+
+    # ---- taking messages in (the webhook awaits this) ----
+
+    async def take(self, event: Inbound) -> None:
+        """Record ``event`` and schedule its handling; returns once it is recorded, so that the
+        webhook answers 200 only for what will not be lost."""
+        who = self.channel.who(event.sender)
+        counters = self.channel.counters
+        if event.sender not in self.allowed:
+            counters.unknown_senders += 1
+            self._strangers += 1
+            if time.monotonic() - self._stranger_logged_at >= STRANGER_LOG_SECONDS:
+                more = f" ({self._strangers - 1} more since the last line)" if self._strangers > 1 else ""
+                self._stranger_logged_at, self._strangers = time.monotonic(), 0
+                log.warning(
+                    "%s: dropped a message from %s, a number not in allowed_senders: not read, not answered%s (at most a line a minute)",
+                    self.title,
+                    who,
+                    more,
+                )
+            return
+        age = time.time() - event.at
+        if age > KEEP_SECONDS:
+            # Older than the memory of message ids: it may have been answered already.
+            log.warning(
+                "%s: a message from %s sent %.0f h ago arrived only now: not answered (it may have been already)",
+                self.title,
+                who,
+                age / 3600,
+            )
+            return
+        preview = event.text if isinstance(event, TextIn) else ""
+        if not await asyncio.to_thread(self.seen.take, self.channel.name, event.message_id, event.sender, preview):
+            counters.duplicates += 1
+            # Never the message id in the log: a wamid holds the sender's number, base64-encoded.
+            log.info("%s: a message from %s delivered again: answered once already", self.title, who)
+            return
+        counters.received += 1
+        if isinstance(event, ChoiceIn):
+            # At once, not behind the sender's turn: that turn may be waiting for this very tap.
+            self._spawn(self._handled(event, self._choice(event)))
+            return
+        self._latest[event.sender] = event.message_id
+        queue = self._queues.setdefault(event.sender, asyncio.Queue())
+        queue.put_nowait(event)
+        worker = self._workers.get(event.sender)
+        if worker is None or worker.done():
+            self._workers[event.sender] = self._spawn(self._work(event.sender))
+        elif isinstance(event, TextIn) and any(q.sender == event.sender and q.blocking for q in self._questions.values()):
+            self._spawn(
+                self._say_quietly(
+                    event.sender, "tars waits for your answer to the question above (Run it / Don't); this message comes after it."
+                )
+            )
+
+    def _spawn(self, job: Awaitable[None]) -> asyncio.Task:
+        task = asyncio.ensure_future(job)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _work(self, sender: str) -> None:
+        queue = self._queues[sender]
+        while True:
+            try:
+                event = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                # No await between the empty queue and this: a message taken in now starts a new worker.
+                self._workers.pop(sender, None)
+                return
+            await self._handled(event, self._message(event))
+
+    async def _handled(self, event: Inbound, job: Awaitable[None]) -> None:
+        try:
+            await job
+        except (Stopping, asyncio.CancelledError):
+            return  # left as received: the next start tells the sender it was never answered
+        except Exception:
+            log.exception("%s: a message from %s could not be handled", self.title, self.channel.who(event.sender))
+            with contextlib.suppress(Exception):
+                await self._say(event.sender, "Something went wrong in tars with this message; its log says what.")
+        await asyncio.to_thread(self.seen.mark, self.channel.name, event.message_id, ANSWERED)
+        self.channel.counters.answered += 1
+
+    # ---- one message ----
+
+    async def _message(self, event: Inbound) -> None:
+        if isinstance(event, OtherIn):
+            if not event.quiet:
+                await self._say(
+                    event.sender, f"tars reads only text messages; this one ({event.kind}) was not read. Send it as text, please."
+                )
+            return
+        assert isinstance(event, TextIn)
+        text = event.text.strip()
+        if not text.startswith("/"):
+            return await self._chat(event)
+        parts = text.split(maxsplit=1)
+        name, rest = parts[0].lower(), parts[1].strip() if len(parts) > 1 else ""
+        if name == "/new":
+            return await self._new(event.sender)
+        if name == "/remember":
+            return await self._remember(event.sender, rest)
+        if name in ("/search", "/sgrep", "/svec"):
+            return await self._search(event.sender, rest, {"/search": "hybrid", "/sgrep": "fts", "/svec": "vec"}[name])
+        if name == "/help":
+            return await self._say(event.sender, HELP)
+        await self._say(event.sender, f"Unknown command {name}: /help lists them.")
+
+    def conversation(self, sender: str) -> str:
+        return f"{self.channel.name}:{sender}"
+
+    async def _chat(self, event: TextIn) -> None:
+        sender = event.sender
+        typing = asyncio.ensure_future(self._keep_typing(sender))
+        asked: list[str] = []
+        final: Message | None = None
+        try:
+            request = Chat(id=next(self._ids), conversation=self.conversation(sender), message=event.text, approvals=True)
+            async for reply in self.dispatch(request, self._peer(sender)):
+                if isinstance(reply, ToolApproval):
+                    asked.append(await self._ask_approval(sender, reply))
+                elif isinstance(reply, (ChatDone, Error)):
+                    final = reply
+        finally:
+            typing.cancel()
+            for nonce in asked:
+                self._questions.pop(nonce, None)  # the turn is over: its questions are too
+        if self._stopped():
+            raise Stopping
+        if isinstance(final, ChatDone):
+            text = final.text.strip()
+            if final.cancelled:
+                text = (text + "\n\n" if text else "") + "(the answer was stopped)"
+            await self._say(sender, text or "(tars had nothing to say)")
+        else:
+            await self._say(sender, _failure("tars could not answer", final))
+
+    async def _keep_typing(self, sender: str) -> None:
+        """The typing indicator while a turn runs, shown again before it lapses; not while a
+        question waits for the user (they are the one to act)."""
+        while True:
+            latest = self._latest.get(sender)
+            if latest and not any(q.sender == sender for q in self._questions.values()):
+                await self.channel.typing(sender, latest)
+            await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+    # ---- questions with buttons ----
+
+    async def _ask_approval(self, sender: str, approval: ToolApproval) -> str:
+        arguments = json.dumps(approval.arguments, ensure_ascii=False, indent=1)
+        if len(arguments) > ARGUMENT_CHARS:
+            arguments = arguments[:ARGUMENT_CHARS] + f"… ({len(arguments) - ARGUMENT_CHARS:,} more characters)"
+        arguments = arguments.replace("```", "ʼʼʼ")  # cannot close the block it is shown in
+        timeout = f"No answer within {approval.timeout_seconds:g} s is a no."
+        asking = f"Run *{approval.name}*? ({approval.server}: {approval.tool}; {approval.why})"
+        question = f"{asking}\n```\n{arguments}\n```\n{timeout}"
+        if not self.channel.fits_question(question):
+            await self._say(
+                sender, f"tars wants to run *{approval.name}* ({approval.server}: {approval.tool}) with:\n```\n{arguments}\n```"
+            )
+            question = f"Run *{approval.name}* with the arguments above? ({approval.why})\n{timeout}"
+        nonce = self._question(
+            sender,
+            {"yes": lambda: self._decide(sender, approval.approval, True), "no": lambda: self._decide(sender, approval.approval, False)},
+            approval.timeout_seconds,
+            blocking=True,
+        )
+        # A question that could not be sent stays unanswered: the call is not run, and the model is told.
+        await self._ask(sender, question, [Button(f"{nonce}:yes", "Run it"), Button(f"{nonce}:no", "Don't")])
+        return nonce
+
+    def _question(self, sender: str, answers: dict[str, Callable[[], Awaitable[None]]], seconds: float, blocking: bool = False) -> str:
+        now = time.time()
+        for nonce in [n for n, q in self._questions.items() if q.expires_at < now]:
+            del self._questions[nonce]
+        while len(self._questions) >= MAX_QUESTIONS:
+            del self._questions[min(self._questions, key=lambda n: self._questions[n].asked_at)]
+        nonce = secrets.token_urlsafe(18)  # 144 random bits: nobody who has not seen the buttons can name it
+        self._questions[nonce] = Question(sender, answers, now, now + seconds, blocking)
+        return nonce
+
+    def questions_waiting(self) -> int:
+        now = time.time()
+        return sum(1 for q in self._questions.values() if q.expires_at >= now)
+
+    async def _choice(self, event: ChoiceIn) -> None:
+        nonce, _, answer = event.choice.rpartition(":")
+        question = self._questions.get(nonce)
+        if question is None or question.expires_at < time.time():
+            await self._say(event.sender, "That question is no longer open: it was answered already, its time ran out, or tarsd restarted.")
+            return
+        if question.sender != event.sender:
+            log.warning(
+                "%s: %s tapped a button of a question asked of %s: ignored",
+                self.title,
+                self.channel.who(event.sender),
+                self.channel.who(question.sender),
+            )
+            return
+        action = question.answers.get(answer)
+        if action is None:
+            log.warning("%s: a tap with an unknown answer %r: ignored", self.title, answer[:20])
+            return
+        del self._questions[nonce]  # one answer per question
+        await action()
+
+    async def _decide(self, sender: str, approval: str, approve: bool) -> None:
+        final = await self._final(DecideToolCall(id=next(self._ids), approval=approval, approve=approve), sender)
+        if not isinstance(final, ToolCallDecided):
+            # Never the error's own text: it names the approval id.
+            await self._say(
+                sender, "Too late: that call no longer waits for an answer (its time ran out, or tarsd restarted). It was not run."
+            )
+
+    # ---- commands ----
+
+    async def _new(self, sender: str) -> None:
+        final = await self._final(EndConversation(id=next(self._ids), conversation=self.conversation(sender)), sender)
+        if not isinstance(final, ConversationEnded):
+            return await self._say(sender, _failure("The conversation goes on", final))
+        lines = ["New conversation."]
+        if final.session_log:
+            lines.append(f"The last one is logged in {final.session_log}.")
+        lines += [f"({warning})" for warning in final.warnings]
+        await self._say(sender, " ".join(lines))
+
+    async def _remember(self, sender: str, fact: str, mode: str = "", replace_line: str = "") -> None:
+        if not fact:
+            return await self._say(sender, "Usage: /remember FACT")
+        request = Remember(
+            id=next(self._ids), fact=fact, kind="semantic", mode=mode, replace_line=replace_line, conversation=self.conversation(sender)
+        )
+        reply = await self._final(request, sender)
+        if not isinstance(reply, Remembered):
+            return await self._say(sender, _failure("Not remembered", reply))
+        where = f" under {reply.section}" if reply.section else ""
+        if reply.status == "possible_update":
+            nonce = self._question(
+                sender,
+                {
+                    "replace": lambda: self._remember(sender, fact, "replace", reply.similar),
+                    "keep": lambda: self._remember(sender, fact, "force"),
+                    "cancel": lambda: self._say(sender, "Cancelled: nothing changed."),
+                },
+                QUESTION_SECONDS,
+            )
+            text = f"{reply.path} has a similar line{where}:\n{reply.similar}" + (f"\n(differs: {reply.reason})" if reply.reason else "")
+            buttons = [Button(f"{nonce}:replace", "Replace it"), Button(f"{nonce}:keep", "Keep both"), Button(f"{nonce}:cancel", "Cancel")]
+            if not self.channel.fits_question(text):
+                await self._say(sender, text)
+                text = "Replace that line, keep both, or cancel?"
+            await self._ask(sender, text, buttons)
+            return
+        if reply.status == "replaced":
+            return await self._say(sender, f"Replaced in {reply.path}{where}:\n- {reply.replaced}\n+ {reply.line}")
+        if reply.status == "duplicate":
+            return await self._say(sender, f"Already remembered in {reply.path}: {reply.similar or reply.duplicate_of}")
+        await self._say(sender, f"Remembered in {reply.path}{where}.")
+
+    async def _search(self, sender: str, query: str, mode: str) -> None:
+        if not query:
+            return await self._say(sender, "Usage: /search QUERY")
+        reply = await self._final(Search(id=next(self._ids), query=query, mode=mode, limit=SEARCH_RESULTS), sender)
+        if not isinstance(reply, SearchResults):
+            return await self._say(sender, _failure("The search failed", reply))
+        if not reply.results:
+            return await self._say(sender, "No results.")
+        hits = []
+        for hit in reply.results:
+            where = " › ".join(part for part in (hit.title, hit.heading) if part)
+            hits.append(f"**{where or hit.path}** ({hit.band} {hit.score:.2f})\n{hit.path}:{hit.start_line}\n{hit.snippet}")
+        await self._say(sender, "\n\n".join(hits))
+
+    # ---- sending ----
+
+    async def _say(self, sender: str, markdown: str) -> bool:
+        """Send ``markdown`` as one or more messages; False when a send failed (the channel logged why)."""
+        if self._stopped():
+            raise Stopping
+        for part in self.channel.format(markdown):
+            try:
+                await self.channel.send_text(sender, part)
+            except SendFailed:
+                return False
+        return True
+
+    async def _say_quietly(self, sender: str, markdown: str) -> None:
+        with contextlib.suppress(Stopping):
+            await self._say(sender, markdown)
+
+    async def _ask(self, sender: str, text: str, buttons: list[Button]) -> bool:
+        if self._stopped():
+            raise Stopping
+        try:
+            await self.channel.ask(sender, text, buttons)
+        except SendFailed:
+            return False  # the channel logged why
+        return True
+
+    async def _final(self, request: Message, sender: str) -> Message | None:
+        final = None
+        async for reply in self.dispatch(request, self._peer(sender)):
+            final = reply
+        return final
+
+    def _peer(self, sender: str) -> Peer:
+        assert self._stopping is not None, "the relay is not started"
+        return _ChannelPeer(f"you in {self.title} ({self.channel.who(sender)})", self._stopping)
+
+    def _stopped(self) -> bool:
+        return self._stopping is None or self._stopping.done()
+
+    # ---- start and stop ----
+
+    def start(self) -> None:
+        self._stopping = asyncio.get_running_loop().create_future()
+        self.started_at = time.time()
+        self._spawn(self._note_unanswered())
+
+    async def _note_unanswered(self) -> None:
+        """Tell each sender about their messages taken in before this start and never answered."""
+        with contextlib.suppress(Stopping):
+            await self._tell_unanswered()
+
+    async def _tell_unanswered(self) -> None:
+        for missed in await asyncio.to_thread(self.seen.unanswered, self.channel.name, self.started_at):
+            if missed.sender in self.allowed:
+                quoted = f"“{missed.preview}”" if missed.preview else "(not text)"
+                when = time.strftime("%H:%M", time.localtime(missed.received_at))
+                if not await self._say(
+                    missed.sender,
+                    f"tarsd stopped before answering your message of {when} {quoted}. Send it again if you still want an answer.",
+                ):
+                    continue  # tried again at the next start
+            await asyncio.to_thread(self.seen.mark, self.channel.name, missed.message_id, NOTIFIED)
+
+    async def stop(self) -> None:
+        """Chats under way end (cancelled), nothing more is sent; messages not answered yet stay
+        recorded as such, for the next start."""
+        if self._stopping is not None and not self._stopping.done():
+            self._stopping.set_result(None)
+        tasks = list(self._tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=STOP_GRACE_SECONDS)
+
+
+def _failure(what: str, reply: Message | None) -> str:
+    if isinstance(reply, Error):
+        return f"{what}: {reply.message}" + (f" ({reply.hint})" if reply.hint else "")
+    return f"{what}: tarsd gave no answer (see its log)."

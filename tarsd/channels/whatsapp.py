@@ -1,0 +1,228 @@
+"""The WhatsApp channel, on Meta's official WhatsApp Business Cloud API ([whatsapp] in the config,
+docs/whatsapp.md): the webhook (whatsapp_webhook) takes Meta's deliveries in, the relay answers
+them, and replies go out through the Graph API (whatsapp_graph) in WhatsApp's formatting
+(whatsapp_text).
+
+Its three secrets are files of mode 0600 (by default beside the config file): the verify token
+(what Meta's dashboard sends back when the webhook is set up), the app secret (which signs every
+delivery) and the access token (which sends the replies). Numbers are never written to the log:
+a sender is ``#`` and a short keyed hash of their number.
+
+A reply WhatsApp refuses because the 24-hour window has closed (more than a day since the user's
+last message: free text is allowed only within it) is said in the log and in ``tarsctl status``,
+whether the API refuses the send itself or reports the failure later in a status delivery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from tarsctl.protocol import ChannelStatus
+from tarsd.channels.channel import Button, Counters, SendFailed
+from tarsd.channels.relay import Relay, ServerDispatch
+from tarsd.channels.secrets import SecretFile
+from tarsd.channels.seen import SeenMessages
+from tarsd.channels.whatsapp_graph import WINDOW_CLOSED_CODE, Graph, GraphError
+from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, to_whatsapp
+from tarsd.channels.whatsapp_webhook import WEBHOOK_PATH, Delivery, Webhook
+from tarsd.config.settings import WhatsAppConfig
+from tarsd.store.database import Store
+from tarsd.tools.secret_files import SecretFileError
+
+log = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 1024  # an interactive message's body
+MAX_BUTTON_TITLE_CHARS = 20
+SECRET_FILES = {  # setting -> (file name beside the config file, what it is)
+    "verify_token_file": ("whatsapp_verify_token", "the verify token you type into Meta's webhook setup"),
+    "app_secret_file": ("whatsapp_app_secret", "the app secret (Meta's dashboard: App settings › Basic)"),
+    "access_token_file": ("whatsapp_access_token", "a permanent access token (a system user's, in Meta Business settings)"),
+}
+
+
+def number(text: str) -> str:
+    """A phone number as WhatsApp writes a sender: digits only ("+353 87-123 4567" -> "353871234567")."""
+    return re.sub(r"[\s+\-().]", "", text)
+
+
+class WhatsApp:
+    """The channel (``tarsd.channels.channel.Channel``) and its webhook (``webhook``, an ASGI app
+    for the HTTP listener, with ``running`` as its lifespan)."""
+
+    name = "whatsapp"
+    title = "WhatsApp"
+    path = WEBHOOK_PATH
+
+    def __init__(self, settings: WhatsAppConfig, config_file: Path, store: Store, dispatch: ServerDispatch):
+        self.settings = settings
+        self.counters = Counters()
+        folder = Path(config_file).expanduser().parent
+        self.secrets: dict[str, SecretFile] = {}
+        for key, (default, what) in SECRET_FILES.items():
+            configured = getattr(settings, key)
+            path = Path(configured).expanduser() if configured else folder / default
+            hint = f"write {what} on its first line, then `chmod 600 {path}` (docs/whatsapp.md)"
+            self.secrets[key] = SecretFile(path, f"[whatsapp] {key}", hint)
+        self.allowed = {number(n) for n in settings.allowed_senders if number(n).isdigit()}
+        self.problems = self._check(settings)
+        self._hash_key = secrets.token_bytes(16)  # until the app secret can be read
+        self.graph = Graph(settings.graph_url, settings.phone_number_id, self.secrets["access_token_file"].get, self._retried)
+        self.relay = Relay(self, self.title, dispatch, SeenMessages(store), self.allowed)
+        self.webhook = Webhook(
+            self.secrets["verify_token_file"], self.secrets["app_secret_file"], settings.phone_number_id, self._take, self.counters
+        )
+
+    @staticmethod
+    def _check(settings: WhatsAppConfig) -> list[str]:
+        problems = []
+        if not settings.phone_number_id.strip().isdigit():
+            problems.append(
+                "[whatsapp] phone_number_id is not set (or not a number): Meta's app dashboard shows it under WhatsApp › API Setup"
+            )
+        if not settings.allowed_senders:
+            problems.append("[whatsapp] allowed_senders is empty: nobody can talk to tars; put your own number there")
+        odd = [n for n in settings.allowed_senders if not number(n).isdigit()]
+        if odd:
+            problems.append(f"[whatsapp] allowed_senders has {len(odd)} entr{'y' if len(odd) == 1 else 'ies'} that are not phone numbers")
+        url = urlsplit(settings.graph_url)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            problems.append(f"[whatsapp] graph_url {settings.graph_url!r} is not an http(s) address")
+        return problems
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Entered when the HTTP listener starts, left when it stops."""
+        for problem in self.problems:
+            log.error("WhatsApp: %s", problem)
+        for secret in self.secrets.values():
+            if problem := secret.problem():
+                log.error("WhatsApp: %s", problem)
+        self.relay.start()
+        log.info(
+            "WhatsApp: the webhook is at %s on the HTTP listener; %d allowed sender(s)",
+            WEBHOOK_PATH,
+            len(self.allowed),
+        )
+        try:
+            yield
+        finally:
+            await self.relay.stop()
+            await self.graph.aclose()
+
+    # ---- what Meta delivers ----
+
+    async def _take(self, delivery: Delivery) -> None:
+        for problem in delivery.problems:
+            log.warning("WhatsApp: part of a delivery was not read: %s", problem)
+        if delivery.elsewhere:
+            log.info("WhatsApp: %d change(s) for another business number of the app ignored", delivery.elsewhere)
+        for status in delivery.statuses:
+            if status.status == "failed":
+                self._failed_later(status.recipient, status.errors)
+        for event in delivery.events:
+            await self.relay.take(event)
+
+    def _failed_later(self, recipient: str, errors: list[tuple[int | None, str]]) -> None:
+        """A message the API took but could not deliver, as a status delivery reports it."""
+        now = time.time()
+        for code, text in errors or [(None, "no reason given")]:
+            self.counters.send_failures += 1
+            if code == WINDOW_CLOSED_CODE:
+                why = self._window_closed(recipient, f"(#{code}) {text}")
+            else:
+                # Not the message's id: a wamid holds the recipient's number, base64-encoded.
+                why = f"WhatsApp could not deliver a message to {self.who(recipient)}: (#{code}) {text}"
+            self.counters.failed(why, now)
+            log.error("%s", why)
+
+    def _window_closed(self, recipient: str, error: str) -> str:
+        self.counters.window_closed += 1
+        self.counters.window_closed_at = time.time()
+        return (
+            f"WhatsApp refused a reply to {self.who(recipient)} outside the 24-hour window ({error}): free text is allowed only "
+            "within 24 hours of the user's last message; a message from that phone opens the window again"
+        )
+
+    # ---- the Channel the relay uses ----
+
+    def format(self, markdown: str) -> list[str]:
+        return split(to_whatsapp(markdown), MAX_MESSAGE_CHARS)
+
+    def fits_question(self, text: str) -> bool:
+        return len(to_whatsapp(text)) <= MAX_QUESTION_CHARS
+
+    async def send_text(self, to: str, text: str) -> None:
+        await self._send(to, self.graph.send_text(to, text))
+
+    async def ask(self, to: str, text: str, buttons: list[Button]) -> None:
+        body = to_whatsapp(text)[:MAX_QUESTION_CHARS]
+        await self._send(to, self.graph.send_buttons(to, body, [(b.id, b.title[:MAX_BUTTON_TITLE_CHARS]) for b in buttons]))
+
+    async def typing(self, to: str, message_id: str) -> None:
+        try:
+            await self.graph.mark_read(message_id)
+        except (GraphError, SecretFileError) as exc:
+            log.debug("WhatsApp: no read mark and typing indicator for %s: %s", self.who(to), exc)
+
+    async def _send(self, to: str, sending) -> None:
+        try:
+            await sending
+        except (GraphError, SecretFileError) as exc:
+            self.counters.send_failures += 1
+            if isinstance(exc, GraphError) and exc.window_closed:
+                why = self._window_closed(to, str(exc))
+            elif isinstance(exc, GraphError) and exc.token_refused:
+                where = self.secrets["access_token_file"].path
+                why = f"the Graph API refused the access token ({exc}): put a valid permanent token in {where}"
+            elif isinstance(exc, GraphError):
+                why = f"WhatsApp refused a message to {self.who(to)}: {exc}"
+            else:
+                why = f"no message can be sent: {exc}"
+            self.counters.failed(why, time.time())
+            log.error("WhatsApp: %s", why)
+            raise SendFailed(why) from None
+        self.counters.sent += 1
+
+    def _retried(self, error: GraphError) -> None:
+        self.counters.retries += 1
+
+    def who(self, sender: str) -> str:
+        """``#`` and 8 hex digits of an HMAC of the number keyed with the app secret: the same for
+        the same number in every line, and no way back to the number without the secret."""
+        with contextlib.suppress(SecretFileError):
+            self._hash_key = self.secrets["app_secret_file"].get().encode()
+        return "#" + hmac.new(self._hash_key, sender.encode(), hashlib.sha256).hexdigest()[:8]
+
+    # ---- status ----
+
+    def status(self) -> ChannelStatus:
+        problems = list(self.problems) + [p for p in (secret.problem() for secret in self.secrets.values()) if p]
+        c = self.counters
+        return ChannelStatus(
+            name=self.name,
+            path=WEBHOOK_PATH,
+            error="; ".join(problems),
+            allowed_senders=len(self.allowed),
+            received=c.received,
+            answered=c.answered,
+            duplicates=c.duplicates,
+            unknown_senders=c.unknown_senders,
+            bad_signatures=c.bad_signatures,
+            sent=c.sent,
+            retries=c.retries,
+            send_failures=c.send_failures,
+            window_closed=c.window_closed,
+            window_closed_at=c.window_closed_at,
+            last_error=c.last_error,
+            last_error_at=c.last_error_at,
+            questions_waiting=self.relay.questions_waiting(),
+        )
