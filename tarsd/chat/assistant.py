@@ -353,7 +353,7 @@ class Assistant:
                 try:
                     path = self._log_unlogged(conversation, make_provider(self.chat_config))
                 except (ProviderError, OutsideVault, OSError) as exc:
-                    log.warning("idle snapshot of %s postponed: %s", conversation_id, _why(exc))
+                    log.warning("idle snapshot of %s postponed: %s", loggable(conversation_id), _why(exc))
                     continue
                 if path:
                     written.append(path)
@@ -491,6 +491,13 @@ def tool_calls_section(messages: list[ChatMessage]) -> list[str]:
         # A line of its own whatever the arguments hold: JSON escapes line breaks.
         lines.append(f"- {when} {record.server} {record.tool} {shown}: {record.outcome}{took}{size}{by}")
     return ["", "## Tool calls", "", *lines] if lines else []
+
+
+def loggable(conversation_id: str) -> str:
+    """A conversation as the log may name it: a channel's conversation is named after its sender
+    (``whatsapp:<number>``), and a phone number never goes into the log."""
+    channel, colon, _ = conversation_id.partition(":")
+    return f"a {channel} conversation" if colon else conversation_id
 
 
 def _why(exc: Exception) -> str:

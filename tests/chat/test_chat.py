@@ -437,3 +437,10 @@ def test_sections_under_a_single_title_heading():
         ("Core", ["- Name: Sam", "### Family", "- Partner: Alex"]),  # subsections stay with their section
         ("Garden", ["- Tomatoes in May", "```", "## not a heading", "```"]),
     ]
+
+
+def test_the_log_never_names_a_channel_senders_number():
+    from tarsd.chat.assistant import loggable
+
+    assert loggable("whatsapp:353871234567") == "a whatsapp conversation"
+    assert loggable("3f2a9c") == "3f2a9c"  # the CLI's and the page's ids say nothing of anyone
