@@ -504,6 +504,7 @@ class StatusReply(Message, tag="status_reply"):
     memory: MemoryStatus = msgspec.field(default_factory=MemoryStatus)
     http: HttpStatus = msgspec.field(default_factory=HttpStatus)
     vault_error: str = ""  # why the vault folder cannot be used now (missing, drive unmounted); "" when fine
+    memory_budget: str = ""  # the memory tarsd plans for, where that comes from, and the settings it picked
 
 
 class Stopping(Message, tag="stopping"):

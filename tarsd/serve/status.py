@@ -177,4 +177,5 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         memory=MemoryStatus(**memory),
         http=http,
         vault_error=vault_error,
+        memory_budget=engine.plan.describe(),
     )
