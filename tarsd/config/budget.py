@@ -6,9 +6,10 @@ memory.high, cgroup v1 memory.limit_in_bytes, from tarsd's own cgroup up to the 
 [daemon] memory_mb when it is set.
 
 Under LOW_MEMORY_MB (a Raspberry Pi 3, or a service given 512 MB) tarsd keeps less memory where
-that costs little time (docs/raspberry-pi.md has the figures): glibc keeps 2 malloc arenas, not
-up to 8 per core, each holding freed memory; the writing SQLite connection caches 16 MB of pages,
-not 64; a long sync chunks notes in one worker process, not up to three. Under
+that costs little time (docs/raspberry-pi.md has the figures): glibc's malloc hands large blocks
+back when they are freed and keeps 2 arenas, not up to 8 per core (tarsd/index/heap.py); the
+writing SQLite connection caches 16 MB of pages, not 64, and each reader 2, not 8; a long sync
+chunks notes in one worker process, not up to three. Under
 [embedder] min_memory_mb (512 MB) the local model is not loaded at all: keyword search only.
 Two things are left as they are, measured: onnxruntime's threads (4 rather than 1 added 9 MB)
 and the batch size, whose default of 1 is already the smallest.
@@ -28,7 +29,7 @@ LOW_MALLOC_ARENAS = 2
 LOW_SQLITE_CACHE_MB = 16
 SQLITE_CACHE_MB = 64
 LOW_CHUNK_WORKERS = 1
-CHUNK_WORKERS = 3  # and one core left for the indexing thread
+CHUNK_WORKERS = 3
 # cgroup v1 writes "no limit" as the largest page-aligned 63-bit number; anything this big is none.
 NO_LIMIT = 1 << 60
 
@@ -49,9 +50,9 @@ class Plan:
 
     budget: Budget
     low: bool  # under LOW_MEMORY_MB
-    chunk_workers: int  # processes that chunk notes during a long sync
+    chunk_workers: int  # at most this many processes chunk notes in a long sync (and one core stays free)
     sqlite_cache_mb: int  # the writing connection's page cache
-    malloc_arenas: int | None  # glibc's M_ARENA_MAX; None: glibc's default
+    malloc_arenas: int | None  # glibc's M_ARENA_MAX, with a fixed mmap threshold; None: glibc's defaults
     keyword_only: str  # why the local model is not loaded ("" when it is)
 
     def describe(self) -> str:
@@ -59,7 +60,7 @@ class Plan:
         parts = []
         if self.low:
             if self.malloc_arenas is not None:
-                parts.append(f"{self.malloc_arenas} malloc arenas")
+                parts.append(f"malloc: fixed mmap threshold, {self.malloc_arenas} arenas")
             parts += [
                 f"SQLite cache {self.sqlite_cache_mb} MB",
                 f"{self.chunk_workers} chunking worker{'s' if self.chunk_workers != 1 else ''}",
@@ -73,7 +74,6 @@ class Plan:
 def plan_for(config: Config, budget: Budget | None = None) -> Plan:
     budget = memory_budget(config.daemon.memory_mb) if budget is None else budget
     low = budget.mb < LOW_MEMORY_MB
-    cores = os.cpu_count() or 1
     keyword_only = ""
     needed = config.embedder.min_memory_mb
     if config.embedder.kind == "local" and needed > 0 and budget.mb < needed:
@@ -85,7 +85,7 @@ def plan_for(config: Config, budget: Budget | None = None) -> Plan:
     return Plan(
         budget=budget,
         low=low,
-        chunk_workers=min(LOW_CHUNK_WORKERS if low else CHUNK_WORKERS, max(1, cores - 1)),
+        chunk_workers=LOW_CHUNK_WORKERS if low else CHUNK_WORKERS,
         sqlite_cache_mb=LOW_SQLITE_CACHE_MB if low else SQLITE_CACHE_MB,
         malloc_arenas=LOW_MALLOC_ARENAS if low else None,
         keyword_only=keyword_only,

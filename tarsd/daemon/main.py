@@ -293,13 +293,14 @@ def _log_litter(task: asyncio.Task) -> None:
 
 
 def _memory_plan(config: Config) -> Plan:
-    """The settings for tarsd's memory budget, logged once; the malloc arena cap goes in before
-    the threads that would each take an arena start."""
+    """The settings for tarsd's memory budget, logged once; malloc's settings go in before the
+    threads that would each take an arena start."""
     from tarsd.config.budget import plan_for
-    from tarsd.index.heap import limit_malloc_arenas
+    from tarsd.index.heap import keep_heap_small
 
     plan = plan_for(config)
-    limit_malloc_arenas(plan.malloc_arenas)
+    if plan.malloc_arenas is not None:
+        keep_heap_small(plan.malloc_arenas)
     log.info("memory budget %s", plan.describe())
     if plan.keyword_only:
         log.warning("%s", plan.keyword_only)

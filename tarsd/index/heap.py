@@ -3,11 +3,17 @@ less of it meanwhile under a small memory budget.
 
 Embedding and long syncs allocate in bursts; glibc's malloc keeps the freed pages for the
 process, so an idle daemon would stay at its peak. ``malloc_trim`` hands them back (about
-60 MB after an embedding backlog: bench/daemon_latency.py rss). glibc also gives each thread
-that contends for the heap an arena of its own (up to 8 per core), each keeping freed memory:
-``limit_malloc_arenas`` caps them (about 50 MB less while embedding, bench/daemon_memory.py).
-Other C libraries (macOS, musl) return memory on their own and have neither: there these do
-nothing.
+60 MB after an embedding backlog: bench/daemon_latency.py rss).
+
+While embedding, ``keep_heap_small`` does more, for a small budget (bench/daemon_memory.py
+levers has the figures). glibc serves a block over a threshold with a mapping of its own, which
+goes back to the system when freed; but each time such a block is freed it raises the threshold
+to that block's size (up to 32 MB). Once tarsd has freed one large array (the vector matrix
+outgrowing itself, a search's scores), the model's activations of 1 to 3 MB per run come from
+the heap instead, where freed memory stays: a 10,000-note backlog inside 512 MB grew into the
+limit that way. A fixed threshold turns that off. It also caps glibc's arenas (up to 8 per core,
+each keeping freed memory of its own) at 2. Other C libraries (macOS, musl) return memory on
+their own and have neither call: there these do nothing.
 """
 
 from __future__ import annotations
@@ -25,16 +31,18 @@ def _libc():
         return None
 
 
-# mallopt's parameter number for the arena cap (glibc's malloc.h).
+# mallopt's parameter numbers (glibc's malloc.h).
+M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
+MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept fixed
 
 
-def limit_malloc_arenas(arenas: int | None) -> bool:
-    """Cap glibc's malloc arenas (None: leave glibc's default). True when the cap was set."""
+def keep_heap_small(arenas: int) -> bool:
+    """A fixed mmap threshold and at most ``arenas`` malloc arenas. True when glibc took both."""
     mallopt = getattr(_libc(), "mallopt", None)
-    if arenas is None or mallopt is None:
+    if mallopt is None:
         return False
-    return bool(mallopt(M_ARENA_MAX, arenas))
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_ARENA_MAX, arenas))
 
 
 def return_freed_memory() -> None:

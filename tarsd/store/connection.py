@@ -36,9 +36,11 @@ CONNECTION_PRAGMAS = (
     "PRAGMA wal_autocheckpoint = 10000",
     "PRAGMA journal_size_limit = 67108864",
 )
-# Readers (one per thread that searches) keep a smaller cache each: the OS caches the file
-# for all of them, and ten 64 MB caches would hold a small vault's index ten times over.
-READER_PRAGMAS = ("PRAGMA query_only = ON", "PRAGMA cache_size = -8192")
+READER_PRAGMAS = ("PRAGMA query_only = ON",)
+# Readers (one per thread that searches: up to ten) keep an eighth of the writer's cache each (8 MB,
+# 2 under a low memory budget): the OS caches the file for all of them, and ten full caches would
+# hold a small vault's index ten times over.
+READER_CACHE_SHARE = 8
 
 WRITER_BUSY_TIMEOUT_MS = 60_000  # writer_connection(): conversations and pending rules
 
@@ -193,7 +195,8 @@ class Connections:
             conn = apsw.Connection(str(self.path))
             conn.set_busy_timeout(10_000)
             # One statement per call: apsw stops a multi-statement string at the first row.
-            conn.execute(f"PRAGMA cache_size = {-1024 * self.cache_mb}").fetchall()
+            cache_mb = max(1, self.cache_mb // READER_CACHE_SHARE) if read_only else self.cache_mb
+            conn.execute(f"PRAGMA cache_size = {-1024 * cache_mb}").fetchall()
             for pragma in CONNECTION_PRAGMAS + (READER_PRAGMAS if read_only else ()):
                 conn.execute(pragma).fetchall()
         except apsw.Error as exc:

@@ -72,7 +72,7 @@ def test_the_settings_picked_from_the_budget(tmp_path: Path):
     pi3 = plan_for(config, Budget(552 * MB, "cgroup v2 memory.high of /tarsd.service"))  # MemoryHigh=60% of a Pi 3
     assert pi3.low and pi3.malloc_arenas == 2 and pi3.sqlite_cache_mb == 16 and pi3.chunk_workers == 1
     assert not pi3.keyword_only
-    assert pi3.describe().startswith("552 MB (cgroup v2 memory.high of /tarsd.service): low-memory settings (2 malloc arenas")
+    assert pi3.describe().startswith("552 MB (cgroup v2 memory.high of /tarsd.service): low-memory settings (malloc: fixed mmap threshold, 2 arenas")
     zero = plan_for(config, Budget(258 * MB, "cgroup v2 memory.high of /tarsd.service"))  # a Pi Zero 2 W's 60%
     assert "258 MB" in zero.keyword_only and "min_memory_mb = 0" in zero.keyword_only
     # Asked for explicitly: the model loads whatever the budget; and an Ollama embedder needs no local memory.
