@@ -5,7 +5,7 @@ systemd unit's MemoryMax= or MemoryHigh=, a container's limit: cgroup v2 memory.
 memory.high, cgroup v1 memory.limit_in_bytes, from tarsd's own cgroup up to the root), and
 [daemon] memory_mb when it is set.
 
-Under LOW_MEMORY_MB (a Raspberry Pi 3, or a service given 512 MB) tarsd keeps less memory where
+Under LOW_MEMORY_MB (2 GB: a Raspberry Pi 3, or a service given 1 GB) tarsd keeps less memory where
 that costs little time (docs/raspberry-pi.md has the figures): glibc's malloc hands large blocks
 back when they are freed and keeps 2 arenas, not up to 8 per core (tarsd/index/heap.py); the
 writing SQLite connection caches 16 MB of pages, not 64, and each reader 2, not 8; a long sync
@@ -24,7 +24,7 @@ from pathlib import Path
 from tarsd.config.settings import Config
 
 MB = 1024 * 1024
-LOW_MEMORY_MB = 1024  # under this, the low-memory settings below
+LOW_MEMORY_MB = 2048  # under this (a Pi with 1 or 2 GB, a service given 1 GB), the low-memory settings below
 LOW_MALLOC_ARENAS = 2
 LOW_SQLITE_CACHE_MB = 16
 SQLITE_CACHE_MB = 64

@@ -101,7 +101,7 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
     idle_timeout_seconds: float = 600.0
     log_level: str = "info"
     # The memory tarsd plans for, in MB; 0: the machine's, or its cgroup's limit when lower (a
-    # service's MemoryMax=). Under 1024 it picks low-memory settings (tarsd/config/budget.py).
+    # service's MemoryMax=). Under 2048 it picks low-memory settings (tarsd/config/budget.py).
     memory_mb: int = 0
 
 
