@@ -5,6 +5,7 @@ bench/daemon_memory.py's (they take about half an hour each)."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -147,3 +148,6 @@ def test_under_the_model_s_minimum_tarsd_answers_by_keyword_and_says_why(memory_
     assert daemon.search("quokka", mode="fts") == ["Quokka.md"]
     hybrid = daemon.tarsctl("search", "--mode", "hybrid", "quokka")
     assert hybrid.returncode == 0 and hybrid.stdout.startswith("Quokka.md"), hybrid.stdout + hybrid.stderr
+    doctor = daemon.tarsctl("doctor", "--json")
+    [model] = [check for check in json.loads(doctor.stdout)["checks"] if check["name"] == "model"]
+    assert model["status"] == "warn" and model["summary"].startswith("the running tarsd does not load the model: keyword search only")
