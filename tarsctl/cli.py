@@ -417,6 +417,7 @@ def _status(client: Client, args) -> int:
         f"links      {counts.get('links', 0):,}, {counts.get('unresolved_links', 0):,} leading to no note"
         + (": `tarsctl links --unresolved` lists them" if counts.get("unresolved_links") else ""),
         f"embedder   {embedder.kind} {embedder.model}: {state}",
+        f"budget     {reply.memory_budget}",
         f"queue      {reply.queue_depth} waiting{', indexing now' if reply.indexing else ''}",
         f"last sync  {_ago(reply.last_sync.get('at'))}" + (f", error: {last_error}" if last_error else ""),
         f"watcher    {'alive' if watcher.get('alive') else 'NOT RUNNING'}, "

@@ -234,6 +234,12 @@ class Doctor:
         if embedder.kind == "ollama":
             self._ollama_model("model", embedder.ollama_host, embedder.model, "embedding model", "[embedder] ollama_host")
             return
+        from tarsd.config.budget import plan_for
+
+        keyword_only = plan_for(self.config).keyword_only
+        if keyword_only:  # judged from this shell's memory; a service's own limit may differ (tarsctl status, once it runs)
+            self.add("model", "warn", f"tarsd will not load the model: {keyword_only}")
+            return
         if embedder.model_dir:
             folder = Path(embedder.model_dir).expanduser()
             missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
@@ -275,6 +281,8 @@ class Doctor:
         what = f"{embedder.model} ({embedder.kind}), in the running tarsd"
         if embedder.state == "ready":
             self.add("model", "ok", f"{what}: ready, {embedder.dims} dimensions")
+        elif embedder.state == "disabled" and embedder.kind == "local":  # no room in tarsd's memory budget
+            self.add("model", "warn", f"the running tarsd does not load the model: {embedder.reason}")
         elif embedder.state == "disabled":
             self.add(
                 "model",

@@ -552,6 +552,7 @@ class StatusReply(Message, tag="status_reply"):
     tool_servers: list[ToolServerInfo] = []  # the MCP servers whose tools the chat may use (no tool lists: `tarsctl tools`)
     tool_calls: list[ToolCallRecord] = []  # the newest calls of their tools, at most 10
     channels: list[ChannelStatus] = []  # messenger channels ([whatsapp]) when enabled
+    memory_budget: str = ""  # the memory tarsd plans for, where that comes from, and the settings it picked
 
 
 class Stopping(Message, tag="stopping"):

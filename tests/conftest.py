@@ -87,12 +87,14 @@ def start_daemon(tmp_path: Path, vault: Path, model_dir: Path):
 
     started: list[TarsDaemon] = []
 
-    def factory(embedder: str = "none", wait: bool = True, open_files: int | None = None, args: tuple[str, ...] = (), **extra_env: str):
+    def factory(
+        embedder: str = "none", wait: bool = True, open_files: int | None = None, args: tuple[str, ...] = (), cgroup=None, **extra_env: str
+    ):
         state = tmp_path / "state"
         state.mkdir(exist_ok=True)
         daemon = TarsDaemon(vault, state, model_dir, embedder, extra_env)
         started.append(daemon)
-        return daemon.start(wait=wait, open_files=open_files, args=args)
+        return daemon.start(wait=wait, open_files=open_files, args=args, cgroup=cgroup)
 
     yield factory
     for daemon in started:

@@ -68,6 +68,9 @@ class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
     # (padding costs more than per-call overhead saves); bench/index_cost.py prints the figures.
     batch_size: int = 1
     threads: int = 0
+    # Under this memory budget ([daemon] memory_mb) the local model is not loaded: keyword search
+    # only. tarsd with the model peaked at 420 MB embedding 10,000 notes (bench/daemon_memory.py). 0: always load it.
+    min_memory_mb: int = 512
     # After a failed load (no model, no network, Ollama down) the next attempt waits this long,
     # doubling each time up to retry_max_seconds. `tarsctl index` and SIGHUP retry at once.
     retry_seconds: float = 60.0
@@ -97,6 +100,9 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
     hello_timeout_seconds: float = 5.0
     idle_timeout_seconds: float = 600.0
     log_level: str = "info"
+    # The memory tarsd plans for, in MB; 0: the machine's, or its cgroup's limit when lower (a
+    # service's MemoryMax=). Under 2048 it picks low-memory settings (tarsd/config/budget.py).
+    memory_mb: int = 0
 
 
 class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):

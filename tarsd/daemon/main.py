@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tarsctl.protocol import Coverage
     from tarsd.channels.whatsapp import WhatsApp
     from tarsd.chat.assistant import Assistant
+    from tarsd.config.budget import Plan
     from tarsd.config.settings import Config
     from tarsd.index.sync_queue import SyncQueue
     from tarsd.index.watcher import VaultWatcher
@@ -90,11 +91,12 @@ def acquire_lock(lock_path: Path, vault: Path) -> int:
 
 
 class Daemon:
-    def __init__(self, config: Config, config_file: Path | None = None):
+    def __init__(self, config: Config, config_file: Path | None = None, plan: Plan | None = None):
         from tarsd.config.settings import config_file_path
         from tarsd.daemon.notify import SystemdNotifier
 
         self.config = config
+        self.plan = plan  # the memory budget's settings (tarsd/config/budget.py); None: the engine works them out
         self.config_file = config_file_path(config_file)  # the HTTP token lives beside it
         self.vault = config.vault_path
         self.started_at = time.time()
@@ -148,7 +150,7 @@ class Daemon:
         server = scheduler = supervisor = None
         workers: list[asyncio.Task] = []
         try:
-            self.engine = await asyncio.to_thread(Engine, self.config)  # the model loads in the background
+            self.engine = await asyncio.to_thread(Engine, self.config, self.plan)  # the model loads in the background
             if self._stop.is_set():
                 return
             daemon = self.config.daemon
@@ -337,6 +339,21 @@ def _log_litter(task: asyncio.Task) -> None:
         log.info("removed %d temp file(s) left by a killed tarsd: %s", len(task.result()), ", ".join(task.result()[:5]))
 
 
+def _memory_plan(config: Config) -> Plan:
+    """The settings for tarsd's memory budget, logged once; malloc's settings go in before the
+    threads that would each take an arena start."""
+    from tarsd.config.budget import plan_for
+    from tarsd.index.heap import keep_heap_small
+
+    plan = plan_for(config)
+    if plan.malloc_arenas is not None:
+        keep_heap_small(plan.malloc_arenas)
+    log.info("memory budget %s", plan.describe())
+    if plan.keyword_only:
+        log.warning("%s", plan.keyword_only)
+    return plan
+
+
 def _setup_logging(level: str) -> None:
     supervised = "INVOCATION_ID" in os.environ or "JOURNAL_STREAM" in os.environ or "XPC_SERVICE_NAME" in os.environ
     # journald and launchd's log files add their own timestamps.
@@ -389,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tarsd: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     _setup_logging(config.daemon.log_level)
+    plan = _memory_plan(config)
 
     from tarsd.serve.socket_server import SocketInUse, UnsafeSocketDir
     from tarsd.store.database import StoreError
@@ -396,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     loop = asyncio.new_event_loop()
     code = 0
     try:
-        loop.run_until_complete(Daemon(config, args.config).run())
+        loop.run_until_complete(Daemon(config, args.config, plan).run())
     except (AlreadyRunning, SocketInUse) as exc:
         log.error("%s", exc)
         code = EXIT_ALREADY_RUNNING

@@ -226,11 +226,15 @@ class Embedder:
 
 
 class NoEmbedder(Embedder):
+    """No vectors: [embedder] kind = "none", or a local model the memory budget has no room for
+    (``kind`` stays "local" then, and ``reason`` says so)."""
+
     kind = "none"
 
-    def __init__(self, config: EmbedderConfig):
+    def __init__(self, config: EmbedderConfig, reason: str = "", kind: str = "none"):
         super().__init__(config)
-        self.state, self.error = "disabled", "disabled: [embedder] kind = 'none' (keyword search only)"
+        self.kind = kind
+        self.state, self.error = "disabled", reason or "disabled: [embedder] kind = 'none' (keyword search only)"
 
     @property
     def enabled(self) -> bool:
@@ -500,7 +504,10 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return (vectors / norms).astype(np.float32, copy=False)
 
 
-def make_embedder(config: EmbedderConfig) -> Embedder:
+def make_embedder(config: EmbedderConfig, keyword_only: str = "") -> Embedder:
+    """The configured embedder; ``keyword_only`` (the memory budget's reason) leaves the local model out."""
+    if config.kind == "local" and keyword_only:
+        return NoEmbedder(config, keyword_only, kind="local")
     if config.kind == "local":
         return LocalEmbedder(config)
     if config.kind == "ollama":

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from tarsd.config.budget import CHUNK_WORKERS
 from tarsd.config.settings import Config
 from tarsd.embed.embedder import Embedder, EmbedderUnavailable
 from tarsd.index.preparing import Preparer, prepare_note
@@ -97,8 +98,9 @@ class SyncReport:
 
 
 class Indexer:
-    def __init__(self, config: Config, store: Store, embedder: Embedder):
+    def __init__(self, config: Config, store: Store, embedder: Embedder, chunk_workers: int = CHUNK_WORKERS):
         self.config = config
+        self.chunk_workers = chunk_workers  # processes that chunk notes in a long sync (the memory budget's)
         self.root: Path = config.vault_path
         self.store = store
         self.embedder = embedder
@@ -173,7 +175,8 @@ class Indexer:
             todo, known, gone = self._look_up(paths)
 
         report.scanned = len(todo)
-        preparer = Preparer(chunking[0], chunking[1], self.config.index.overlap, self._notes_to_chunk(todo, known, chunking, full))
+        to_chunk = self._notes_to_chunk(todo, known, chunking, full)
+        preparer = Preparer(chunking[0], chunking[1], self.config.index.overlap, to_chunk, self.chunk_workers)
         window: deque[_Prepared] = deque()  # notes being prepared, written in order
         try:
             with self.store.batch() as batch:

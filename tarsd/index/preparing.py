@@ -20,13 +20,14 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tarsd.config.budget import CHUNK_WORKERS
 from tarsd.markdown.chunker import Chunk, TokenCounter, chunk_note, parse_front_matter
 from tarsd.markdown.links import Link, parse_links
 from tarsd.markdown.tags import parse_tags
 
-# Syncs with at least this many notes to chunk use worker processes.
+# Syncs with at least this many notes to chunk use worker processes (at most the memory budget's
+# chunk_workers, tarsd/config/budget.py, and one core left for the indexing thread).
 PARALLEL_MIN_NOTES = 400
-MAX_WORKERS = 3
 PARENT_CHECK_SECONDS = 1.0
 
 
@@ -71,9 +72,9 @@ def title_chunk(title: str, lines: list[str]) -> Chunk:
 class Preparer:
     """Prepares notes in place, or in worker processes when there are many."""
 
-    def __init__(self, counter: TokenCounter, budget: int, overlap: float, notes: int):
+    def __init__(self, counter: TokenCounter, budget: int, overlap: float, notes: int, max_workers: int = CHUNK_WORKERS):
         self.chunking = (counter, budget, overlap)
-        workers = min(MAX_WORKERS, max(1, (os.cpu_count() or 1) - 1))
+        workers = min(max_workers, max(1, (os.cpu_count() or 1) - 1))
         self._pool: ProcessPoolExecutor | None = None
         if notes >= PARALLEL_MIN_NOTES:
             # spawn, not fork: the daemon has threads, and a forked copy of their locks can hang.

@@ -259,6 +259,7 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         tool_servers=servers,
         tool_calls=recent_calls(daemon.tool_servers, 10),
         channels=channels,
+        memory_budget=engine.plan.describe(),
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import apsw
 
+from tarsd.config.budget import SQLITE_CACHE_MB
 from tarsd.store.errors import StoreError, explain
 from tarsd.store.matrix import VectorIndex
 from tarsd.store.schema import collection_id, migrate
@@ -30,15 +31,16 @@ CONNECTION_PRAGMAS = (
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",  # in WAL mode: durable at checkpoints, never corrupt
     "PRAGMA foreign_keys = ON",
-    "PRAGMA cache_size = -65536",  # up to 64 MB of pages: FTS merges and searches stay in memory
     # Checkpoint every ~40 MB of log rather than 4 MB: a cold index syncs the disk 10x less
     # often; the log file is cut back to 64 MB after each checkpoint.
     "PRAGMA wal_autocheckpoint = 10000",
     "PRAGMA journal_size_limit = 67108864",
 )
-# Readers (one per thread that searches) keep a smaller cache each: the OS caches the file
-# for all of them, and ten 64 MB caches would hold a small vault's index ten times over.
-READER_PRAGMAS = ("PRAGMA query_only = ON", "PRAGMA cache_size = -8192")
+READER_PRAGMAS = ("PRAGMA query_only = ON",)
+# Readers (one per thread that searches: up to ten) keep an eighth of the writer's cache each (8 MB,
+# 2 under a low memory budget): the OS caches the file for all of them, and ten full caches would
+# hold a small vault's index ten times over.
+READER_CACHE_SHARE = 8
 
 WRITER_BUSY_TIMEOUT_MS = 60_000  # writer_connection(): conversations and pending rules
 
@@ -150,8 +152,11 @@ class Connections:
     serialised by a lock. Its underscored members (_writing, _vector_change, _local) are for
     the table families in this package, not for callers."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, cache_mb: int = SQLITE_CACHE_MB):
         self.path = path
+        # The writing connections' page cache: FTS merges and searches stay in memory. A low memory
+        # budget gives less (tarsd/config/budget.py).
+        self.cache_mb = cache_mb
         try:
             make_private(path)
         except OSError as exc:
@@ -188,6 +193,8 @@ class Connections:
             conn = apsw.Connection(str(self.path))
             conn.set_busy_timeout(10_000)
             # One statement per call: apsw stops a multi-statement string at the first row.
+            cache_mb = max(1, self.cache_mb // READER_CACHE_SHARE) if read_only else self.cache_mb
+            conn.execute(f"PRAGMA cache_size = {-1024 * cache_mb}").fetchall()
             for pragma in CONNECTION_PRAGMAS + (READER_PRAGMAS if read_only else ()):
                 conn.execute(pragma).fetchall()
         except apsw.Error as exc:

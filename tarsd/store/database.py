@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from tarsd.config.budget import SQLITE_CACHE_MB
 from tarsd.markdown.chunker import Chunk
 from tarsd.store.chunks import ChunkRow, Chunks
 from tarsd.store.connection import (
@@ -67,8 +68,8 @@ __all__ = [
 class Store(Connections):
     """All SQL lives behind it. Thread-safe: one writing connection, calls serialised by a lock."""
 
-    def __init__(self, path: Path):
-        super().__init__(path)
+    def __init__(self, path: Path, cache_mb: int = SQLITE_CACHE_MB):
+        super().__init__(path, cache_mb)
         self._vector_tables = Vectors(self)
         self._counts = Counts(self, self._vector_tables)
         self._keywords = Keywords(self, self._counts)

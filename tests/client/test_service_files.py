@@ -80,6 +80,8 @@ def test_unit_for_a_hostile_vault_outside_home_passes_systemd_analyze(tmp_path: 
     assert "@" not in text.split("[Unit]", 1)[1].replace("@ signs", "")  # no placeholder left
     assert f"ReadWritePaths=%h %t {systemd_quote(f'-{vault.resolve()}')}" in text
     assert 'Environment="TARS_MODEL_DIR=' in text and "100%%" in text
+    # The memory limits tarsd reads its budget from (tarsd/config/budget.py); verify above parsed them.
+    assert "\nMemoryHigh=60%\nMemoryMax=75%\n" in text
     # What status and doctor read back is what was written.
     assert _read_arguments("systemd", unit) == spec.arguments
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from harness.cgroup import MemoryCgroup
 from tarsctl.client import Client
 from tarsctl.protocol import Search, Status
 
@@ -74,18 +75,24 @@ class TarsDaemon:
         self.log = state / "tarsd.log"
         self.process: subprocess.Popen | None = None
 
-    def start(self, wait: bool = True, open_files: int | None = None, args: tuple[str, ...] = ()) -> TarsDaemon:
-        """Start tarsd; ``open_files`` sets its soft and hard limit on open files (ulimit -n)."""
+    def start(
+        self, wait: bool = True, open_files: int | None = None, args: tuple[str, ...] = (), cgroup: MemoryCgroup | None = None
+    ) -> TarsDaemon:
+        """Start tarsd; ``open_files`` sets its soft and hard limit on open files (ulimit -n);
+        ``cgroup``: tarsd starts inside it."""
 
         def limit() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+            if open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+            if cgroup is not None:
+                cgroup.enter()
 
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tarsd.daemon.main", "--vault", str(self.vault), *args],
             env=self.env,
             stdout=subprocess.DEVNULL,
             stderr=open(self.log, "ab"),
-            preexec_fn=limit if open_files is not None else None,
+            preexec_fn=limit if open_files is not None or cgroup is not None else None,
         )
         if wait:
             wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")

@@ -73,7 +73,7 @@ def test_without_a_suitable_python_it_says_which_one_is_needed(tmp_path: Path):
     old = fake_python(tmp_path / "bin" / "python3", "3.9")
     done = tars_venv(tmp_path, PATH=str(old.parent))  # nothing else to find
     assert done.returncode == 1
-    assert "tars needs Python 3.11 or newer; found: python3=3.9." in done.stderr
+    assert "tars needs Python 3.11, 3.12 or 3.13; found: python3=3.9." in done.stderr
     assert "sudo apt install python3 python3-venv" in done.stderr and "brew install python@3.12" in done.stderr
     assert not (tmp_path / ".venv").exists()
 

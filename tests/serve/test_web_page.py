@@ -245,8 +245,8 @@ def test_a_tool_call_waits_for_the_users_answer_in_a_card_on_the_page(http_daemo
     card.get_by_role("button", name="Run it").click()
     expect(page.locator(".message-assistant .body").last).to_have_text("Added milk.")
     expect(card.locator(".approval-state")).to_have_text("approved")
-    assert page.locator(".message-assistant .tool-result").last.inner_text().startswith(
-        "· tasks add_tasks: done (approved by you over HTTP"
+    assert (
+        page.locator(".message-assistant .tool-result").last.inner_text().startswith("· tasks add_tasks: done (approved by you over HTTP")
     )
     assert [c["arguments"]["tasks_to_add"] for c in journal.calls(tool="add_tasks")] == [[hostile]]
 
