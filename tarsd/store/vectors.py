@@ -44,12 +44,17 @@ class Vectors:
         return vectors
 
     def _read_vectors(self) -> tuple[list[tuple[int, bytes]], int]:
+        # Runs holding the matrix's lock, through this thread's reader only: a writer applies its
+        # commit to the matrix while holding the store's lock, so taking that lock here (get_meta
+        # does) would deadlock the first search against the first vectors written.
         reader = self.db.reader()
         if not reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
             return [], 0
         rows = reader.execute("SELECT rowid, embedding FROM chunk_vectors").fetchall()
-        dims = len(rows[0][1]) // 4 if rows else int(self.db.get_meta("vector_dims") or 0)
-        return rows, dims
+        if rows:
+            return rows, len(rows[0][1]) // 4
+        meta = reader.execute("SELECT value FROM meta WHERE key = 'vector_dims'").fetchall()
+        return rows, int(meta[0][0]) if meta and meta[0][0] else 0
 
     def has_vector_table(self) -> bool:
         if self._has_vectors is None:  # asked on every file written: remember the answer

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
 import apsw
+import numpy as np
 import pytest
 
 from tarsd.store.database import SCHEMA_VERSION, Store, StoreError
@@ -45,3 +48,22 @@ def test_unwritable_location_is_a_clear_error(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(StoreError, match="cannot create .* for the index.*db_path"):
         Store(blocker / "db.sqlite3")
+
+
+def test_the_first_vector_search_never_waits_for_the_writers_lock(tmp_path):
+    """A writer applies its commit to the in-memory vectors while holding the store's lock; the
+    first search loads those vectors holding theirs. The load must not need the store's lock, or
+    the first search after the first vectors are written deadlocks (seen as a vec search that
+    timed out for a minute)."""
+    store = Store(tmp_path / "db.sqlite3")
+    try:
+        store.use_vector_space("local:test", 4)  # the table exists, no vector yet: the load reads the dims
+        found: list[list[tuple[int, float]]] = []
+        searcher = threading.Thread(target=lambda: found.append(store.vec_search(np.ones(4, np.float32).tobytes(), 5)), daemon=True)
+        with store.lock:  # a writer mid-commit
+            searcher.start()
+            searcher.join(10)
+            assert not searcher.is_alive(), "the first vector search waited for the writer's lock"
+        assert found == [[]] and store.vector_index().dims == 4
+    finally:
+        store.close()
