@@ -20,10 +20,12 @@ WANT = f"{sys.version_info[0]}.{sys.version_info[1]} {BASE_PYTHON}"
 
 
 def tars_venv(folder: Path, **env: str) -> subprocess.CompletedProcess:
+    # PYTHON only as each test sets it: .ci/run sets it for the whole suite, to pick the Python under test.
+    inherited = {name: value for name, value in os.environ.items() if name != "PYTHON"}
     return subprocess.run(
         ["/bin/bash", "-c", f'set -euo pipefail; source "{VENV_SH}"; tars_venv'],
         cwd=folder,
-        env={**os.environ, **env},
+        env={**inherited, **env},
         capture_output=True,
         text=True,
         timeout=300,
