@@ -11,7 +11,7 @@ back when they are freed and keeps 2 arenas, not up to 8 per core (tarsd/index/h
 writing SQLite connection caches 16 MB of pages, not 64, and each reader 2, not 8; a long sync
 chunks notes in one worker process, not up to three. Under
 [embedder] min_memory_mb (512 MB) the local model is not loaded at all: keyword search only.
-Two things are left as they are, measured: onnxruntime's threads (4 rather than 1 added 9 MB)
+Two things are left as they are, measured: onnxruntime's threads (4 rather than 1 added 1 MB)
 and the batch size, whose default of 1 is already the smallest.
 """
 
