@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,16 @@ from harness.paths import MODEL_DIR
 from tarsd.config.settings import load_config
 from tarsd.embed.embedder import WordPieceCounter
 from tarsd.search.engine import Engine
+
+LOG_TAIL_LINES = 40
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test, so fixtures can tell at teardown that it failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +92,7 @@ def fake_anthropic():
 
 
 @pytest.fixture
-def start_daemon(tmp_path: Path, vault: Path, model_dir: Path):
+def start_daemon(request, tmp_path: Path, vault: Path, model_dir: Path):
     """Start real tarsd subprocesses on the temp vault; all are killed at teardown."""
     from harness.daemon import TarsDaemon
 
@@ -97,7 +108,12 @@ def start_daemon(tmp_path: Path, vault: Path, model_dir: Path):
         return daemon.start(wait=wait, open_files=open_files, args=args, cgroup=cgroup)
 
     yield factory
+    call = getattr(request.node, "report_call", None)
     for daemon in started:
+        if call is not None and call.failed and daemon.log.exists():
+            # A daemon test that fails under load is hard to reproduce: its log says what tarsd was doing.
+            tail = daemon.log.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
+            print(f"--- the last {len(tail)} lines of {daemon.log} ---", *tail, sep="\n", file=sys.stderr)
         daemon.cleanup()
 
 
