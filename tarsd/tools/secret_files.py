@@ -24,24 +24,27 @@ class SecretFileError(Exception):
 def _read_private(path_text: str, what: str, missing_hint: str = "") -> list[tuple[int, str]]:
     path = Path(path_text).expanduser()
     try:
-        info = path.stat()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO in its place must not hang tarsd
     except FileNotFoundError:
         hint = missing_hint or f"create it (mode 600) or remove {what} from the config"
         raise SecretFileError(f"the {what} {path} does not exist: {hint}") from None
     except OSError as exc:
         raise SecretFileError(f"cannot read the {what} {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise SecretFileError(f"the {what} {path} is not a regular file")
-    if info.st_uid != os.getuid():
-        raise SecretFileError(f"the {what} {path} belongs to uid {info.st_uid}, not to you: secrets must be your own file")
-    if info.st_mode & 0o077:
-        raise SecretFileError(
-            f"the {what} {path} can be read by others (mode {stat.S_IMODE(info.st_mode):o}): run `chmod 600 {path}`, "
-            "and change the secret if anyone may have read it"
-        )
-    if info.st_size > MAX_SECRET_FILE_BYTES:
-        raise SecretFileError(f"the {what} {path} is {info.st_size} bytes: a secrets file holds a few lines")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    # The checks look at the file opened, not at the path again: a file swapped in between is not read.
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SecretFileError(f"the {what} {path} is not a regular file")
+        if info.st_uid != os.getuid():
+            raise SecretFileError(f"the {what} {path} belongs to uid {info.st_uid}, not to you: secrets must be your own file")
+        if info.st_mode & 0o077:
+            raise SecretFileError(
+                f"the {what} {path} can be read by others (mode {stat.S_IMODE(info.st_mode):o}): run `chmod 600 {path}`, "
+                "and change the secret if anyone may have read it"
+            )
+        if info.st_size > MAX_SECRET_FILE_BYTES:
+            raise SecretFileError(f"the {what} {path} is {info.st_size} bytes: a secrets file holds a few lines")
+        text = handle.read(MAX_SECRET_FILE_BYTES).decode("utf-8", errors="replace")
     return [
         (number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if line.strip() and not line.lstrip().startswith("#")
     ]
