@@ -46,7 +46,7 @@ class Button:
 
 @dataclass(slots=True)
 class Counters:
-    """What a channel has done since start, for status."""
+    """What a channel has done since start, for status: each field is the ChannelStatus field of its name."""
 
     received: int = 0
     answered: int = 0

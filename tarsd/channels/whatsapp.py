@@ -16,6 +16,7 @@ whether the API refuses the send itself or reports the failure later in a status
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -206,23 +207,11 @@ class WhatsApp:
 
     def status(self) -> ChannelStatus:
         problems = list(self.problems) + [p for p in (secret.problem() for secret in self.secrets.values()) if p]
-        c = self.counters
         return ChannelStatus(
             name=self.name,
             path=WEBHOOK_PATH,
             error="; ".join(problems),
             allowed_senders=len(self.allowed),
-            received=c.received,
-            answered=c.answered,
-            duplicates=c.duplicates,
-            unknown_senders=c.unknown_senders,
-            bad_signatures=c.bad_signatures,
-            sent=c.sent,
-            retries=c.retries,
-            send_failures=c.send_failures,
-            window_closed=c.window_closed,
-            window_closed_at=c.window_closed_at,
-            last_error=c.last_error,
-            last_error_at=c.last_error_at,
+            **dataclasses.asdict(self.counters),  # Counters' fields are ChannelStatus's, by name
             questions_waiting=self.relay.questions_waiting(),
         )

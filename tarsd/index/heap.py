@@ -5,7 +5,7 @@ Embedding and long syncs allocate in bursts; glibc's malloc keeps the freed page
 process, so an idle daemon would stay at its peak. ``malloc_trim`` hands them back (about
 60 MB after an embedding backlog: bench/daemon_latency.py rss).
 
-While embedding, ``keep_heap_small`` does more, for a small budget (bench/daemon_memory.py
+Under a small budget tarsd also calls ``keep_heap_small`` at start (bench/daemon_memory.py
 levers has the figures). glibc serves a block over a threshold with a mapping of its own, which
 goes back to the system when freed; but each time such a block is freed it raises the threshold
 to that block's size (up to 32 MB). Once tarsd has freed one large array (the vector matrix

@@ -218,14 +218,12 @@ def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
     return [w / whole for w in weights]
 
 
-def affordable_phrases(frequencies: list[int], budget: int | None = None) -> list[int]:
+def affordable_phrases(frequencies: list[int], budget: int = KEYWORD_POSTINGS_BUDGET) -> list[int]:
     """The phrases (indices, in query order) the keyword search looks for: all of them, unless
-    together they appear in more than KEYWORD_POSTINGS_BUDGET passages; then the rarest that fit
+    together they appear in more than ``budget`` passages; then the rarest that fit
     (at least one). FTS5 scores every passage holding any of an OR's words, so in a big vault a
     question's common words ("methods", "lack") cost hundreds of milliseconds while moving
     almost nothing: their IDF is near zero (bench/search_scale.py)."""
-    if budget is None:
-        budget = KEYWORD_POSTINGS_BUDGET
     if sum(frequencies) <= budget:
         return list(range(len(frequencies)))
     kept, used = [], 0

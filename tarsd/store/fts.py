@@ -59,7 +59,7 @@ class Keywords:
                       FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN files f ON f.id = c.file_id
                       WHERE chunks_fts MATCH ? AND {clauses} ORDER BY score LIMIT ?"""
             rows = self.db.reader().execute(sql, (match, *params, limit))
-        return [(r[0], r[1], r[2]) for r in rows]
+        return rows.fetchall()
 
     def keyword_tokens(self, text: str) -> list[str]:
         """``text`` cut into keyword tokens exactly as the index cuts it (stemmed, folded)."""
