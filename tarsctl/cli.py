@@ -1,4 +1,6 @@
-"""tarsctl: talk to tarsd from the shell, aliases and editor hooks.
+"""tarsctl: talk to tarsd from the shell, aliases and editor hooks. Every command, through the
+full client (client.py, msgpack); `search` and `ping` usually take the quick path (quick.py),
+which comes here for what it cannot answer.
 
 Exit codes: 0 success, 1 the daemon answered with an error, 2 usage error,
 3 the daemon is not running.
@@ -6,18 +8,14 @@ Exit codes: 0 success, 1 the daemon answered with an error, 2 usage error,
 
 from __future__ import annotations
 
-import argparse
 import os
-import signal
 import sys
-from pathlib import Path
 
 import msgspec
 
-from tarsctl import __version__
+from tarsctl.arguments import EXIT_NOT_RUNNING, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, full_parser, settle
 from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
 from tarsctl.protocol import (
-    MEMORY_TYPES,
     Coverage,
     Error,
     Index,
@@ -31,169 +29,16 @@ from tarsctl.protocol import (
     Status,
     Stop,
     every_field,
-    parse_when,
 )
-
-EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 as well; keep its wording short
-        self.print_usage(sys.stderr)
-        print(f"tarsctl: {message}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tarsctl", description="Search and control the tars daemon.")
-    parser.add_argument("--socket", type=Path, help="tarsd's socket (default: $TARS_SOCKET or the per-user runtime dir)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait for an answer (default: no limit)")
-    parser.add_argument("--version", action="version", version=f"tarsctl {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    search = commands.add_parser("search", help="search the vault")
-    search.add_argument("query", nargs="+")
-    search.add_argument("--mode", choices=("hybrid", "fts", "vec"), default="hybrid")
-    search.add_argument("--limit", type=int, default=10)
-    search.add_argument("--min-score", type=float, default=0.0)
-    search.add_argument("--type", action="append", choices=MEMORY_TYPES, default=[], help="memory type (repeatable)")
-    search.add_argument("--path", default="", help="only notes under this path prefix")
-    search.add_argument("--all-chunks", action="store_true", help="every matching chunk, not only the best per note")
-    search.add_argument("--tag", action="append", default=[], help="only notes with this tag (repeatable: all of them; a matches a/b)")
-    search.add_argument("--since", help="only notes modified since: 2026-11-01, 2026-11-01T09:30, 36h, 7d, 2w, 3m, 1y, today, yesterday")
-    search.add_argument("--before", help="only notes modified before (same forms as --since)")
-    search.add_argument("--explain", action="store_true", help="show why each hit ranks where it does")
-    search.add_argument("--json", action="store_true", help="one JSON object per hit on stdout; coverage and warnings as JSON on stderr")
-
-    links = commands.add_parser("links", help="the links in a note, and where they lead")
-    links.add_argument("note", nargs="?", default="", help="a note's path, file name, title or alias")
-    links.add_argument("--unresolved", action="store_true", help="every link in the vault that leads to no note")
-    links.add_argument("--json", action="store_true")
-    backlinks = commands.add_parser("backlinks", help="the notes that link to a note, with line numbers")
-    backlinks.add_argument("note", help="a note's path, file name, title or alias")
-    backlinks.add_argument("--json", action="store_true")
-    related = commands.add_parser("related", help="the notes nearest in meaning to a note, marking those already linked")
-    related.add_argument("note", help="a note's path, file name, title or alias")
-    related.add_argument("--limit", type=int, default=10)
-    related.add_argument("--json", action="store_true")
-
-    index = commands.add_parser("index", help="index the whole vault, or the given notes (keywords at once, vectors after)")
-    index.add_argument("paths", nargs="*")
-    index.add_argument("--full", action="store_true", help="re-read and re-chunk every file")
-    index.add_argument("--wait", action="store_true", help="also wait until every passage has its vector, with progress")
-    index.add_argument("--json", action="store_true", help="progress events and the result as JSON lines on stdout")
-
-    chat = commands.add_parser("chat", help="chat with tars: a REPL, or one message (argument or stdin)")
-    chat.add_argument("message", nargs="*", help="a one-shot message (also read from stdin when it is not a terminal)")
-    chat.add_argument("--conversation", help="conversation id (default: cli for the REPL, oneshot for one message)")
-    chat.add_argument("--provider", choices=("ollama", "anthropic"), default="")
-    chat.add_argument("--model", default="")
-    chat.add_argument("--repl", action="store_true", help="interactive even when stdin is not a terminal")
-    chat.add_argument("--json", action="store_true", help="one-shot: print the final reply as JSON, no streaming")
-    chat.add_argument(
-        "--allow-tools",
-        action="append",
-        default=[],
-        metavar="NAME[,NAME]",
-        help="run these tools of other MCP servers without asking, for this message or session (names as `tarsctl tools` shows)",
-    )
-
-    remember = commands.add_parser("remember", help="save a fact to Memory.md (or a rule with --procedural)")
-    remember.add_argument("fact", nargs="+")
-    remember.add_argument("--procedural", action="store_true", help="a rule for how tars works, not a fact about you")
-    remember.add_argument("--section", default="", help="the Memory.md heading to put it under")
-    settle = remember.add_mutually_exclusive_group()
-    settle.add_argument("--replace", action="store_true", help="replace the similar line already there (in place, same heading)")
-    settle.add_argument("--force", action="store_true", help="keep it beside a similar line already there")
-
-    forget_command = commands.add_parser("forget", help="remove a line from Memory.md (or a rule with --procedural), after a confirmation")
-    forget_command.add_argument("text", nargs="+", help="some words of the line")
-    forget_command.add_argument("--procedural", action="store_true", help="a rule in the procedural rules, not a fact in Memory.md")
-    forget_command.add_argument("--yes", action="store_true", help="do not ask: forget the closest line when it clearly matches")
-    forget_command.add_argument("--limit", type=int, default=5, help="how many close lines to show (default 5)")
-
-    commands.add_parser("review", help="turn /w and /r feedback into procedural rules, with your approval")
-    rules_command = commands.add_parser("rules", help="list the rules the model proposed in chats; approve or reject them")
-    rules_command.add_argument("action", nargs="?", choices=("approve", "reject"), help="without it: list (and ask on a terminal)")
-    rules_command.add_argument("rule_id", nargs="?", type=int, help="the proposal's number, as the list shows it (#N)")
-
-    tools = commands.add_parser("tools", help="the MCP servers whose tools the chat may call: state, tools and their policy, recent calls")
-    tools.add_argument("--json", action="store_true", help="every field, as one JSON object")
-
-    status = commands.add_parser("status", help="show what the daemon is doing")
-    status.add_argument("--json", action="store_true", help="every field, as one JSON object")
-    status.add_argument("--files", action="store_true", help="list every note that is not indexed, stale, skipped or repaired")
-    commands.add_parser("ping", help="check that the daemon answers").add_argument("--json", action="store_true")
-    commands.add_parser("stop", help="stop the daemon")
-    completion = commands.add_parser("completion", help="print a shell completion script")
-    completion.add_argument("shell", choices=("bash", "zsh"))
-    _add_setup_commands(commands)
-    return parser
-
-
-def _utf8(text: str) -> str:
-    """Arguments from a terminal that is not UTF-8 arrive with undecodable bytes; the wire
-    carries UTF-8, so those bytes become U+FFFD (in a query or a fact they are just noise)."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _add_setup_commands(commands) -> None:
-    """doctor, service, config, mcp, http: they work without the daemon, and their modules load only when used."""
-    commands.add_parser("doctor", help="check the setup and say how to fix what is wrong").add_argument("--json", action="store_true")
-    service = commands.add_parser("service", help="run tarsd always: a systemd user service or a macOS LaunchAgent")
-    actions = service.add_subparsers(dest="service_command", required=True, parser_class=_Parser)
-    install = actions.add_parser("install", help="write the service file, enable and start it, wait until tarsd answers")
-    install.add_argument("--vault", help="the vault folder (default: TARS_VAULT or [vault] path in the config)")
-    install.add_argument("--no-start", action="store_true", help="only write the file; print the commands that start it")
-    install.add_argument("--print", action="store_true", help="print the service file instead of writing it")
-    install.add_argument("--wait", type=float, default=60.0, help="seconds to wait for tarsd to answer (default 60)")
-    actions.add_parser("status", help="is the service installed, enabled, answering?")
-    actions.add_parser("uninstall", help="stop and disable the service, remove its file")
-    logs = actions.add_parser("logs", help="the service's log (journalctl, or the log file on macOS)")
-    logs.add_argument("-n", "--lines", type=int, default=50)
-    logs.add_argument("-f", "--follow", action="store_true")
-    config = commands.add_parser("config", help="where the config file is, and the effective values")
-    config_actions = config.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
-    config_actions.add_parser("path", help="print the config file's path")
-    config_actions.add_parser("show", help="every value, and whether it came from a default, the file or the environment").add_argument(
-        "--json", action="store_true"
-    )
-    commands.add_parser(
-        "mcp",
-        help="serve tars to AI tools (Claude Code, Claude Desktop, Cursor...) over MCP on stdin/stdout",
-        description="An MCP server on stdio that forwards every tool call to tarsd: search, get_note, remember, forget, "
-        "recent_sessions, status; resources tars://memory, tars://rules, tars://note/PATH. "
-        "--timeout limits each call (default 120 s).",
-    )
-    http = commands.add_parser("http", help="the HTTP API's token, and the web page's address with it")
-    http_actions = http.add_subparsers(dest="http_command", required=True, parser_class=_Parser)
-    token = http_actions.add_parser("token", help="print the bearer token (made on first use, kept 0600 beside the config file)")
-    token.add_argument("--rotate", action="store_true", help="replace it with a new one (tarsd takes it at once)")
-    http_actions.add_parser(
-        "url", help="print the web page's address with the token in its #fragment (only when tarsd says it listens there; else exit 1)"
-    )
-
-
-def entry() -> None:
-    """The tarsctl command. `tarsctl search x | head` stops quietly when the reader goes away,
-    as other tools do: set here rather than in main(), which Python code (tests among it) calls
-    in-process and whose own writes to a closed pipe must stay an exception, not a silent exit."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.exit(main())
+from tarsctl.search_view import show_pong, show_search
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    for name in ("query", "fact", "message", "text"):
-        if isinstance(getattr(args, name, None), list):
-            setattr(args, name, [_utf8(part) for part in getattr(args, name)])
-    for path in getattr(args, "paths", None) or []:
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = os.fsencode(path).decode("utf-8", "backslashreplace")
-            print(f"tarsctl: the path {shown} is not valid UTF-8: tars cannot index it; rename the file", file=sys.stderr)
-            return EXIT_USAGE
+    return run(full_parser().parse_args(argv))
+
+
+def run(args) -> int:
+    """A parsed command line (quick.py hands over what it does not answer itself)."""
     if args.command == "completion":
         from tarsctl.completion import BASH_COMPLETION, ZSH_COMPLETION  # the scripts load only for this command
 
@@ -201,23 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     if args.command in ("doctor", "service", "config", "mcp", "http"):
         return _run_setup_command(args)
-    if args.command == "search" and not 1 <= args.limit <= 1000:
-        print("tarsctl: --limit must be between 1 and 1000", file=sys.stderr)
-        return EXIT_USAGE
-    if args.command == "forget" and not 1 <= args.limit <= 50:
-        print("tarsctl: --limit must be between 1 and 50", file=sys.stderr)
-        return EXIT_USAGE
-    if args.command == "search" and not " ".join(args.query).strip():
-        print("tarsctl: the query is empty: give words to search for", file=sys.stderr)
-        return EXIT_USAGE
-    if args.command == "search":
-        try:
-            args.since, args.before = (None if when is None else parse_when(when) for when in (args.since, args.before))
-        except ValueError as exc:
-            print(f"tarsctl: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-    if args.command == "links" and not args.note and not args.unresolved:
-        print("tarsctl: give a note (or --unresolved)", file=sys.stderr)
+    problem = settle(args)
+    if problem is not None:
+        print(f"tarsctl: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         with Client(args.socket, timeout=args.timeout) as client:
@@ -259,15 +90,12 @@ def _print_error(error: Error) -> None:
     print(f"tarsctl: {error.message}" + (f"\n  hint: {error.hint}" if error.hint else ""), file=sys.stderr)
 
 
+def _json_line(obj: object) -> str:
+    return msgspec.json.encode(every_field(obj)).decode()
+
+
 def _emit_json(obj: object, stream=None) -> None:
-    (stream or sys.stdout).write(msgspec.json.encode(every_field(obj)).decode() + "\n")
-
-
-def _bold(snippet: str, tty: bool) -> str:
-    parts = snippet.split("**")
-    if not tty or len(parts) % 2 == 0:
-        return snippet
-    return "".join(f"\033[1m{part}\033[0m" if i % 2 else part for i, part in enumerate(parts))
+    (stream or sys.stdout).write(_json_line(obj) + "\n")
 
 
 def _search(client: Client, args) -> int:
@@ -287,36 +115,8 @@ def _search(client: Client, args) -> int:
     )
     reply = client.call(request)
     assert isinstance(reply, SearchResults)
-    coverage = reply.coverage or Coverage()
-    notes = reply.warnings + coverage.incomplete(semantic=reply.mode != "fts")
-    if args.json:
-        for hit in reply.results:
-            _emit_json(hit)
-        # Hits alone on stdout; what a script needs to judge them, as one JSON line on stderr.
-        _emit_json({"mode": reply.mode, "coverage": coverage, "warnings": notes, "elapsed_ms": reply.elapsed_ms}, sys.stderr)
-        return EXIT_OK
-    for note in notes:
-        print(f"tarsctl: warning: {note}", file=sys.stderr)
-    tty = sys.stdout.isatty()
-    if not reply.results:
-        print("no results", file=sys.stderr)
-    for hit in reply.results:
-        where = " › ".join(part for part in (hit.title, hit.heading) if part)
-        print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]")
-        print(f"    {_bold(hit.snippet, tty)}")
-        if hit.explain is not None:
-            print(f"    why: {_why(hit.explain)}")
+    show_search(reply, reply.coverage or Coverage(), args.json, _json_line)
     return EXIT_OK
-
-
-def _why(explain) -> str:
-    keyword = "no keyword match"
-    if explain.keyword_rank:
-        keyword = f"keyword #{explain.keyword_rank} (bm25 {explain.bm25:.2f}, covers {explain.coverage:.0%})"
-    vector = f"vector #{explain.vector_rank} (cosine {explain.cosine:.2f})" if explain.vector_rank else "no vector match"
-    boosts = [f"{name} +{value:.2f}" for name, value in (("title", explain.title_boost), ("links", explain.link_boost)) if value]
-    named = ["the query is its name"] if explain.named else []
-    return "; ".join([*named, keyword, vector, *boosts, f"fused {explain.fused:.3f}"])
 
 
 def _links(client: Client, args) -> int:
@@ -522,11 +322,7 @@ def _ago(timestamp) -> str:
 
 
 def _ping(client: Client, args) -> int:
-    reply = client.call(Ping(id=client.next_id()))
-    if args.json:
-        _emit_json(reply)
-    else:
-        print(f"pong from {reply.server} (up {reply.uptime:.0f} s)")
+    show_pong(client.call(Ping(id=client.next_id())), args.json, _json_line)
     return EXIT_OK
 
 
@@ -620,4 +416,6 @@ COMMANDS = {
 }
 
 if __name__ == "__main__":
+    from tarsctl.quick import entry  # the command as installed: its quick path first
+
     entry()

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
-import pwd
-import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,71 +11,23 @@ import msgspec
 from tarsctl import __version__
 from tarsctl.protocol import (
     FINAL_REPLIES,
-    HEADER,
-    MAX_REPLY_BYTES,
-    PROTOCOL_VERSION,
     Cancel,
     Error,
     Hello,
     Message,
     Welcome,
-    default_socket_path,
-    frame,
+    encoder,
     server_decoder,
 )
 
-CONNECT_RETRY_SECONDS = 2.0
-
-
-class DaemonNotRunning(Exception):
-    def __init__(self, path: Path, reason: str):
-        super().__init__(
-            f"tarsd is not running (no answer on {path}: {reason}); start it with `tarsd --vault PATH` or your service manager"
-        )
-        self.path = path
-
-
-class PermissionDenied(DaemonNotRunning):
-    """The socket, or a folder above it, is not this user's to open: a tarsd may well run there,
-    for someone else. Said as such, not as "not running", which would send the user to start one."""
-
-    def __init__(self, path: Path):
-        blocked = _first_reachable(path)
-        owner = _owner(blocked)
-        Exception.__init__(
-            self,
-            f"permission denied: cannot reach tarsd's socket {path}: {blocked} belongs to {owner}, and tarsd answers only "
-            f"the user who runs it; run tarsctl as {owner}, or start a tarsd of your own (tarsd --vault PATH) "
-            "with TARS_SOCKET unset or set to a path of yours",
-        )
-        self.path = path
-
-
-def _first_reachable(path: Path) -> Path:
-    """The socket itself when it can be looked at, else the nearest folder above it that can:
-    the one whose permissions keep this user out."""
-    for candidate in (path, *path.parents):
-        try:
-            os.stat(candidate)
-            return candidate
-        except OSError:
-            continue
-    return path
-
-
-def _owner(path: Path) -> str:
-    try:
-        uid = os.stat(path).st_uid
-    except OSError:
-        return "another user"
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-class ProtocolError(Exception):
-    """The daemon sent something this client cannot read."""
+# Where a caller catches them: the connection's own errors are transport.py's.
+from tarsctl.transport import (  # noqa: F401
+    PROTOCOL_VERSION,
+    DaemonNotRunning,
+    FrameSocket,
+    PermissionDenied,
+    ProtocolError,
+)
 
 
 class RemoteError(Exception):
@@ -89,10 +37,12 @@ class RemoteError(Exception):
 
 
 class Client:
+    """Typed messages (protocol.py, msgpack bodies) over one connection to tarsd."""
+
     def __init__(self, path: Path | None = None, timeout: float | None = None):
-        self.path = path or default_socket_path()
+        self._frames = FrameSocket(path, timeout)
+        self.path = self._frames.path
         self.timeout = timeout
-        self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
         self.welcome: Welcome | None = None
 
@@ -104,16 +54,7 @@ class Client:
         self.close()
 
     def connect(self) -> Welcome:
-        try:
-            owner = os.stat(self.path).st_uid
-        except PermissionError as exc:
-            raise PermissionDenied(self.path) from exc
-        except OSError:
-            owner = os.getuid()  # missing: connect() below says so
-        if owner != os.getuid():
-            # Someone else's socket could be an impostor collecting your queries.
-            raise ProtocolError(f"refusing to talk to {self.path}: it belongs to uid {owner}, not to you; check TARS_SOCKET / --socket")
-        self._sock = self._connect_socket()
+        self._frames.open()
         try:
             self._send(Hello(protocol=PROTOCOL_VERSION, client=f"tarsctl/{__version__}", capabilities=["progress"]))
         except DaemonNotRunning:
@@ -126,35 +67,8 @@ class Client:
         self.welcome = reply
         return reply
 
-    def _connect_socket(self) -> socket.socket:
-        # A full listen queue (a burst of clients) refuses a Unix-socket connect with EAGAIN at
-        # once: retry for a moment, as the daemon accepts them quickly.
-        deadline = time.monotonic() + (CONNECT_RETRY_SECONDS if self.timeout is None else min(self.timeout, CONNECT_RETRY_SECONDS))
-        while True:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
-            try:
-                sock.connect(str(self.path))
-                return sock
-            except BlockingIOError as exc:
-                sock.close()
-                if time.monotonic() >= deadline:
-                    raise DaemonNotRunning(self.path, "its queue of new connections stays full (overloaded?)") from exc
-                time.sleep(0.01)
-            except (FileNotFoundError, ConnectionRefusedError) as exc:
-                sock.close()
-                raise DaemonNotRunning(self.path, exc.strerror or str(exc)) from exc
-            except PermissionError as exc:
-                sock.close()
-                raise PermissionDenied(self.path) from exc
-            except OSError as exc:
-                sock.close()
-                raise DaemonNotRunning(self.path, str(exc)) from exc
-
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        self._frames.close()
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -179,55 +93,20 @@ class Client:
     def send(self, message: Message) -> None:
         """Send one frame (a request, or a cancel while a chat streams). A new request on a
         connection tarsd closed for being idle reconnects first."""
-        if not isinstance(message, Cancel) and self._sock is not None and self._closed_by_daemon():
+        if not isinstance(message, Cancel) and self._frames.is_open and self._frames.closed_by_daemon():
             self.close()
             self.connect()
         self._send(message)
-
-    def _closed_by_daemon(self) -> bool:
-        assert self._sock is not None
-        # Non-blocking for the peek: with a timeout set, Python waits for data before recv.
-        self._sock.setblocking(False)
-        try:
-            return self._sock.recv(1, socket.MSG_PEEK) == b""
-        except BlockingIOError:
-            return False  # open, nothing waiting
-        except OSError:
-            return True
-        finally:
-            self._sock.settimeout(self.timeout)
 
     def receive(self) -> Message:
         """Read one frame from the daemon."""
         return self._receive()
 
     def _send(self, message: Message) -> None:
-        assert self._sock is not None
-        try:
-            self._sock.sendall(frame(message))
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise DaemonNotRunning(self.path, "the connection closed") from exc
+        self._frames.send(encoder.encode(message))
 
     def _receive(self) -> Message:
-        header = self._read_exactly(HEADER.size)
-        (length,) = HEADER.unpack(header)
-        if length > MAX_REPLY_BYTES:
-            raise ProtocolError(f"tarsd announced a {length}-byte reply, over the {MAX_REPLY_BYTES}-byte limit")
         try:
-            return server_decoder.decode(self._read_exactly(length))
+            return server_decoder.decode(self._frames.receive())
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"unreadable reply from tarsd: {exc}; is tarsctl the same version as tarsd?") from exc
-
-    def _read_exactly(self, size: int) -> bytes:
-        assert self._sock is not None
-        chunks, remaining = [], size
-        while remaining:
-            try:
-                chunk = self._sock.recv(min(remaining, 1 << 20))
-            except ConnectionResetError:
-                chunk = b""
-            if not chunk:
-                raise DaemonNotRunning(self.path, "tarsd closed the connection (did it stop?)")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)

@@ -1,6 +1,7 @@
-"""The tarsd wire protocol: every message type, framing and the socket location.
+"""The tarsd wire protocol: every message type and its msgpack body.
 
-Frames are a 4-byte big-endian body length followed by a msgpack body. Every body is a map
+Frames are a 4-byte big-endian body length followed by a msgpack body (transport.py has the
+framing and the socket's location). Every body is a map
 with a ``type`` tag naming one of the structs below. Rules that keep old clients working:
 new fields always get defaults, tags are never renamed or reused, and a ``Hello`` exchange
 (protocol version and capabilities, both ways) opens every connection.
@@ -10,31 +11,18 @@ This module imports only msgspec and the standard library: tarsctl must start fa
 It is kept whole on purpose. The message types are one contract: the client decodes every reply
 through one tagged union (ServerMessage) and the daemon every request through the other
 (ClientMessage), so both ends load all of them; split into modules they would still load together,
-one module more on every tarsctl start. The socket location and its directory rule sit here for
-the same reason: the daemon binds where the client connects, and refuses the directories that
-``tarsctl doctor`` reports, so both ends must read them from one place.
+one module more on every tarsctl start.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import stat
-import struct
-import sys
-import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
 
-PROTOCOL_VERSION = 1
-# Requests are small; replies carry search results with their text.
-MAX_REQUEST_BYTES = 1 << 20
-MAX_REPLY_BYTES = 64 << 20
-HEADER = struct.Struct(">I")
-SUN_PATH_MAX = 104 if sys.platform == "darwin" else 108
+from tarsctl.search_view import coverage_notes
+from tarsctl.transport import HEADER, PROTOCOL_VERSION
 
 # Bounds every request is checked against when it is decoded (a violation is a bad_request).
 Text = Annotated[str, Meta(max_length=100_000)]
@@ -326,19 +314,7 @@ class Coverage(msgspec.Struct):
 
     def incomplete(self, semantic: bool) -> list[str]:
         """One sentence per way results may be incomplete ("semantic": vectors matter too)."""
-        notes = []
-        if self.vault_error:
-            notes.append(f"{self.vault_error}: results come from the index as it was before")
-        if self.watcher:
-            notes.append(self.watcher)
-        if not self.reconciled:
-            if self.scan_total:
-                notes.append(f"index still being built: {self.scan_done:,} of {self.scan_total:,} notes checked")
-            else:
-                notes.append(f"index still being built: the start-up scan has not finished ({self.notes_indexed:,} notes so far)")
-        if semantic and self.pending_vectors and self.embedder != "disabled":
-            notes.append(f"{self.pending_vectors:,} of {self.chunks:,} passages not embedded yet: semantic results are partial")
-        return notes
+        return coverage_notes(self, semantic)
 
 
 class SearchResults(Message, tag="search_results"):
@@ -871,7 +847,7 @@ FINAL_REPLIES = (
 )
 
 encoder = msgspec.msgpack.Encoder()
-client_decoder = msgspec.msgpack.Decoder(ClientMessage)
+# The daemon's decoders are made where it reads (tarsd.serve.codecs): tarsctl never decodes a request.
 server_decoder = msgspec.msgpack.Decoder(ServerMessage)
 
 
@@ -892,102 +868,3 @@ def every_field(obj: object) -> object:
     if isinstance(obj, (list, tuple)):
         return [every_field(value) for value in obj]
     return obj
-
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(h|d|w|m|y)$")
-_DURATION_SECONDS = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
-
-
-def parse_when(text: str, now: float | None = None) -> float:
-    """A point in time for ``since`` / ``before``: an ISO date or date-time ("2026-11-01",
-    "2026-11-01T09:30", local time unless it says otherwise), a span back from now ("36h",
-    "7d", "2w", "3m", "1y"), "today" or "yesterday". Raises ValueError with what it accepts."""
-    from datetime import datetime, timedelta
-
-    now = time.time() if now is None else now
-    value = text.strip().lower()
-    if value in ("today", "yesterday"):
-        midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-        return (midnight - timedelta(days=1 if value == "yesterday" else 0)).timestamp()
-    if match := _DURATION.match(value):
-        return now - float(match.group(1)) * _DURATION_SECONDS[match.group(2)]
-    try:
-        return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
-        raise ValueError(
-            f"cannot read {text!r} as a time: use a date (2026-11-01), a date and time (2026-11-01T09:30), "
-            "a span back from now (36h, 7d, 2w, 3m, 1y), today or yesterday"
-        ) from None
-
-
-def default_socket_path() -> Path:
-    """``$TARS_SOCKET``, else ``$XDG_RUNTIME_DIR/tars/tarsd.sock`` on Linux, else a short
-    per-user path under /tmp (macOS's $TMPDIR is too long for a socket address)."""
-    if os.environ.get("TARS_SOCKET"):
-        return Path(os.environ["TARS_SOCKET"]).expanduser()
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and sys.platform != "darwin":
-        return Path(runtime) / "tars" / "tarsd.sock"
-    return Path(f"/tmp/tars-{os.getuid()}") / "tarsd.sock"
-
-
-def socket_dir_problem(path: Path) -> str | None:
-    """What makes the directory of the socket at ``path`` unsafe, and what to do; None when it is fine.
-
-    The rule: the socket's directory must be ours and not writable by group or others, or someone else
-    could put their own socket in its place. A world-writable directory is acceptable only with the
-    sticky bit (like /tmp), and then only above the socket's own private subdirectory
-    (/tmp/tars-UID/tarsd.sock, never /tmp/tarsd.sock). A directory that does not exist yet is fine:
-    tarsd creates it with mode 0700.
-    """
-    directory = Path(path).expanduser().absolute().parent
-    uid = os.getuid()
-    change = "set TARS_SOCKET or [daemon] socket to a path in a directory of your own"
-    try:
-        info = os.lstat(directory)
-    except FileNotFoundError:
-        return _socket_parent_problem(directory, change)
-    except OSError as exc:
-        return f"cannot inspect the socket directory {directory} ({exc.strerror}): {change}"
-    if stat.S_ISLNK(info.st_mode):
-        if info.st_uid not in (uid, 0):
-            return f"the socket directory {directory} is a symlink owned by uid {info.st_uid}, not by you: remove it, or {change}"
-        try:
-            info = os.stat(directory)
-        except OSError as exc:
-            return f"the socket directory {directory} is a broken symlink ({exc.strerror}): remove it, or {change}"
-    if not stat.S_ISDIR(info.st_mode):
-        return f"{directory} should be the socket's directory but is not a directory: remove it, or {change}"
-    if info.st_mode & stat.S_IWOTH and info.st_mode & stat.S_ISVTX:
-        return (
-            f"the socket sits directly in the shared directory {directory}: put it in a private subdirectory "
-            f"of its own, e.g. TARS_SOCKET={directory / f'tars-{uid}' / 'tarsd.sock'}"
-        )
-    if info.st_uid != uid:
-        return f"the socket directory {directory} belongs to uid {info.st_uid}, not to you (uid {uid}): {change}"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        who = "everyone" if info.st_mode & stat.S_IWOTH else "its group"
-        return (
-            f"the socket directory {directory} is writable by {who} (mode {stat.S_IMODE(info.st_mode):o}), so they could replace "
-            f"the socket: run `chmod 700 {directory}`"
-        )
-    return _socket_parent_problem(directory, change)
-
-
-def _socket_parent_problem(directory: Path, change: str) -> str | None:
-    """The nearest existing directory above ``directory`` must not let others rename it away:
-    world-writable is acceptable only with the sticky bit."""
-    for parent in directory.parents:
-        try:
-            info = os.stat(parent)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return f"cannot inspect {parent} ({exc.strerror}), which holds the socket directory: {change}"
-        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
-            return (
-                f"{parent}, which holds the socket directory, is world-writable without the sticky bit: anyone could swap "
-                f"the socket directory for their own; {change}"
-            )
-        return None
-    return None

@@ -11,8 +11,8 @@ from typing import Any
 import jsonschema
 import msgspec
 
+from tarsctl.arguments import MEMORY_TYPES, parse_when
 from tarsctl.protocol import (
-    MEMORY_TYPES,
     Coverage,
     Error,
     Forget,
@@ -29,7 +29,6 @@ from tarsctl.protocol import (
     Status,
     StatusReply,
     every_field,
-    parse_when,
 )
 
 # The seam both transports share: a protocol request in, its final reply out (an Error reply for any failure; never raises).

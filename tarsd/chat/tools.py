@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tarsctl.protocol import parse_when
+from tarsctl.arguments import parse_when
 from tarsd.chat import prompts
 from tarsd.chat.conversations import ToolCall
 from tarsd.markdown.tags import normalise as normalise_tag

@@ -107,15 +107,30 @@ def _words(text: str, token_spans: TokenSpans) -> list[tuple[int, int, str]]:
 
 
 def _matches(words: list[tuple[int, int, str]], phrases: list[QueryPhrase]) -> list[tuple[int, int, int]]:
-    """(first word, last word, phrase number) of every place a phrase stands, in text order."""
+    """(first word, last word, phrase number) of every place a phrase stands, in text order.
+    Phrases are looked up by their first token, so a long passage and a long query cost their
+    sum, not their product (a paragraph-long query has up to 64 phrases)."""
+    by_first: dict[str, list[tuple[int, QueryPhrase]]] = {}
+    first_is_prefix: list[tuple[int, QueryPhrase]] = []  # a one-token prefix ("publ"*): any word starting so
+    for number, phrase in enumerate(phrases):
+        if phrase.prefix and len(phrase.tokens) == 1:
+            first_is_prefix.append((number, phrase))
+        else:
+            by_first.setdefault(phrase.tokens[0], []).append((number, phrase))
     found = []
-    for i in range(len(words)):
-        for number, phrase in enumerate(phrases):
+    for i, (_, _, token) in enumerate(words):
+        here = by_first.get(token)
+        if first_is_prefix:
+            starting = [(number, p) for number, p in first_is_prefix if token.startswith(p.tokens[0])]
+            if starting:
+                here = sorted([*(here or ()), *starting], key=lambda pair: pair[0])
+        for number, phrase in here or ():
             n = len(phrase.tokens)
             if i + n > len(words):
                 continue
-            if all(words[i + k][2] == token for k, token in enumerate(phrase.tokens[:-1])) and (
-                words[i + n - 1][2].startswith(phrase.tokens[-1]) if phrase.prefix else words[i + n - 1][2] == phrase.tokens[-1]
+            last = words[i + n - 1][2]
+            if all(words[i + k][2] == phrase.tokens[k] for k in range(1, n - 1)) and (
+                last.startswith(phrase.tokens[-1]) if phrase.prefix else last == phrase.tokens[-1]
             ):
                 found.append((i, i + n - 1, number))
     return found

@@ -43,6 +43,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tarsctl.arguments import parse_when
 from tarsctl.protocol import (
     Chat,
     ChatDone,
@@ -71,7 +72,6 @@ from tarsctl.protocol import (
     ToolActivity,
     ToolCallDecided,
     ToolsReply,
-    parse_when,
 )
 from tarsd import __version__
 from tarsd.serve.http_json import HttpError, as_json, error_response, json_response, protocol_message, read_body, sse_event, wants_stream

@@ -12,11 +12,8 @@ from fastapi import Request
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
-from tarsctl.protocol import (
-    MAX_REQUEST_BYTES,
-    Error,
-    Message,
-)
+from tarsctl.protocol import Error, Message
+from tarsctl.transport import MAX_REQUEST_BYTES
 
 STATUS_OF_CODE = {
     "bad_request": 400,

@@ -1,6 +1,7 @@
 """The Unix socket door: the listener (its path, its permissions, the peer's uid, the cap on
 connections and file descriptors), the hello exchange, and the framing of each connection
-(a 4-byte length and a msgpack body, bounded in size and time). What a request means is not
+(a 4-byte length and a body, bounded in size and time; the body msgpack or, when the hello
+was JSON, JSON: codecs.py). What a request means is not
 here: each one goes to ``tarsd.serve.handlers.dispatch``.
 
 Each connection is its own task, so a slow or vanished client only ever blocks itself.
@@ -22,22 +23,10 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import msgspec
-
-from tarsctl.protocol import (
-    HEADER,
-    MAX_REQUEST_BYTES,
-    PROTOCOL_VERSION,
-    SUN_PATH_MAX,
-    Error,
-    Hello,
-    Message,
-    Welcome,
-    client_decoder,
-    frame,
-    socket_dir_problem,
-)
+from tarsctl.protocol import Error, Hello, Message, Welcome
+from tarsctl.transport import HEADER, MAX_REQUEST_BYTES, PROTOCOL_VERSION, SUN_PATH_MAX, socket_dir_problem
 from tarsd import __version__
+from tarsd.serve.codecs import MSGPACK, Codec, codec_of
 from tarsd.serve.handlers import dispatch
 from tarsd.serve.handlers.common import Peer, RequestError
 from tarsd.serve.parts import DaemonParts
@@ -177,9 +166,10 @@ class _Connection(Peer):
     """Reads frames for one socket connection. During a chat the next frame is read ahead (it may
     be a cancel); a frame read ahead that is not a cancel is kept for the request loop."""
 
-    def __init__(self, server: Server, reader: asyncio.StreamReader):
+    def __init__(self, server: Server, reader: asyncio.StreamReader, codec: Codec):
         self.server = server
         self.reader = reader
+        self.codec = codec
         self.pending: asyncio.Future | None = None
 
     async def next(self, idle_timeout: float | None = None) -> Message | None:
@@ -188,14 +178,18 @@ class _Connection(Peer):
             pending, self.pending = self.pending, None
             return await pending
         try:
-            return await asyncio.wait_for(self.server._read(self.reader), idle_timeout)
+            return await asyncio.wait_for(self._read(), idle_timeout)
         except TimeoutError:
             return None  # an idle client frees its place; tarsctl reconnects on its own
 
     def read_ahead(self) -> asyncio.Future:
         if self.pending is None:
-            self.pending = asyncio.ensure_future(self.server._read(self.reader))
+            self.pending = asyncio.ensure_future(self._read())
         return self.pending
+
+    async def _read(self) -> Message | None:
+        body = await self.server._read_body(self.reader)
+        return None if body is None else self.codec.decode(body)
 
     def close(self) -> None:
         if self.pending is not None and not self.pending.done():
@@ -252,8 +246,10 @@ class Server:
                 # hello is read first: closing on unread data would reset the connection and
                 # lose the refusal on its way.
                 self.refused += 1
+                codec = MSGPACK
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._read(reader), REFUSAL_READ_SECONDS)
+                    hello = await asyncio.wait_for(self._read_body(reader), REFUSAL_READ_SECONDS)
+                    codec = codec_of(hello or b"")
                 await self._send(
                     writer,
                     Error(
@@ -261,6 +257,7 @@ class Server:
                         message=f"tarsd has {self.max_connections} connections open, the most it takes",
                         hint="try again in a moment; idle connections are closed after a while",
                     ),
+                    codec,
                 )
                 return
             await self._converse(reader, writer)
@@ -276,35 +273,39 @@ class Server:
 
     async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         settings = self.daemon.config.daemon
+        codec = MSGPACK  # until the hello says otherwise
         try:
             try:
-                hello = await asyncio.wait_for(self._read(reader), settings.hello_timeout_seconds)
+                body = await asyncio.wait_for(self._read_body(reader), settings.hello_timeout_seconds)
             except TimeoutError:
                 raise RequestError(
                     "timeout", f"no hello within {settings.hello_timeout_seconds:g} s", "send a hello frame first (docs/protocol.md)"
                 ) from None
-            if hello is None:
+            if body is None:
                 return
+            codec = codec_of(body)
+            hello = codec.decode(body)
             if not isinstance(hello, Hello):
                 raise RequestError(
                     "bad_request", f"the first message must be hello, not {type(hello).__name__.lower()}", "see docs/protocol.md"
                 )
-            await self._send(writer, Welcome(protocol=PROTOCOL_VERSION, server=f"tarsd/{__version__}", capabilities=CAPABILITIES))
-            connection = _Connection(self, reader)
+            await self._send(writer, Welcome(protocol=PROTOCOL_VERSION, server=f"tarsd/{__version__}", capabilities=CAPABILITIES), codec)
+            connection = _Connection(self, reader, codec)
             try:
                 while True:
                     request = await connection.next(settings.idle_timeout_seconds)
                     if request is None:
                         return
                     async for reply in self.dispatch(request, connection):
-                        await self._send(writer, reply)
+                        await self._send(writer, reply, codec)
             finally:
                 connection.close()
         except RequestError as exc:
             # The stream may be out of step after a bad frame: answer, then close.
-            await self._send(writer, exc.error)
+            await self._send(writer, exc.error, codec)
 
-    async def _read(self, reader: asyncio.StreamReader) -> Message | None:
+    async def _read_body(self, reader: asyncio.StreamReader) -> bytes | None:
+        """The next frame's body; None for a clean close between frames."""
         try:
             header = await reader.readexactly(HEADER.size)
         except asyncio.IncompleteReadError as exc:
@@ -318,22 +319,10 @@ class Server:
                 f"a frame of {length} bytes is over the {MAX_REQUEST_BYTES}-byte limit",
                 "frames are a 4-byte big-endian length and a msgpack body",
             )
-        body = await reader.readexactly(length)
-        try:
-            return client_decoder.decode(body)
-        except msgspec.ValidationError as exc:
-            raise RequestError("bad_request", f"invalid request: {exc}", "check the message against docs/protocol.md") from exc
-        except msgspec.DecodeError as exc:
-            raise RequestError(
-                "bad_frame", f"the frame body is not msgpack: {exc}", "frames are a 4-byte big-endian length and a msgpack body"
-            ) from exc
-        except UnicodeDecodeError as exc:
-            raise RequestError("bad_frame", f"a string in the frame is not valid UTF-8: {exc.reason}", "encode strings as UTF-8") from exc
-        except RecursionError as exc:
-            raise RequestError("bad_frame", "the frame is nested too deeply", "requests are flat maps (docs/protocol.md)") from exc
+        return await reader.readexactly(length)
 
-    async def _send(self, writer: asyncio.StreamWriter, message: Message) -> None:
-        writer.write(frame(message))
+    async def _send(self, writer: asyncio.StreamWriter, message: Message, codec: Codec = MSGPACK) -> None:
+        writer.write(codec.frame(message))
         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_SECONDS)
 
     def dispatch(self, request: Message, peer: Peer) -> AsyncIterator[Message]:

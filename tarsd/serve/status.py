@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tarsctl.protocol import (
-    PROTOCOL_VERSION,
     ChannelStatus,
     Coverage,
     EmbedderStatus,
@@ -23,6 +22,7 @@ from tarsctl.protocol import (
     ToolCallRecord,
     ToolServerInfo,
 )
+from tarsctl.transport import PROTOCOL_VERSION
 from tarsd import __version__
 from tarsd.vault.files import walk
 from tarsd.vault.root import vault_problem

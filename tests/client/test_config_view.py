@@ -68,14 +68,14 @@ def test_the_completion_scripts_know_every_command_and_option():
     import argparse
     import re
 
-    from tarsctl.cli import _parser
+    from tarsctl.arguments import full_parser
     from tarsctl.completion import BASH_COMPLETION, ZSH_COMPLETION
 
     def case(script: str, name: str) -> str:
         found = re.search(rf"^\s+{name}\) (.*?);;", script, re.MULTILINE | re.DOTALL)
         return found.group(1) if found else ""
 
-    [commands] = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    [commands] = [a for a in full_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     listed = re.search(r'local commands="([^"]*)"', BASH_COMPLETION).group(1).split()
     missing = []
     for name, sub in commands.choices.items():

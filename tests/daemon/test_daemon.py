@@ -15,7 +15,8 @@ import pytest
 from harness.daemon import wait_for
 from harness.paths import DENDRON
 from harness.vault_files import write
-from tarsctl.protocol import HEADER, Hello, Index, IndexDone, Ping, Pong, Progress, Status, frame, server_decoder
+from tarsctl.protocol import Hello, Index, IndexDone, Ping, Pong, Progress, Status, frame, server_decoder
+from tarsctl.transport import HEADER
 
 
 def test_edits_creates_deletes_renames_and_atomic_saves_are_followed(start_daemon, vault):

@@ -122,7 +122,7 @@ class TarsDaemon:
             return client.call(Status(id=1))
 
     def tarsctl_command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "tarsctl.cli", *args]
+        return [sys.executable, "-m", "tarsctl", *args]  # what the installed command runs
 
     def tarsctl(self, *args: str, timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess:
         """tarsctl with these arguments against this daemon; ``input`` is its stdin (none: empty)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tarsctl.protocol import socket_dir_problem
+from tarsctl.transport import socket_dir_problem
 
 
 @pytest.fixture

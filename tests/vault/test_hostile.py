@@ -18,7 +18,8 @@ import pytest
 from harness.daemon import wait_for
 from harness.vault_files import write
 from tarsctl.client import Client, RemoteError
-from tarsctl.protocol import HEADER, Error, Hello, Ping, Pong, frame, server_decoder
+from tarsctl.protocol import Error, Hello, Ping, Pong, frame, server_decoder
+from tarsctl.transport import HEADER
 
 LATIN1_NAME = os.fsdecode(b"caf\xe9.md")  # a file name that is not UTF-8
 

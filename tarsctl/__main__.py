@@ -1,0 +1,5 @@
+"""python -m tarsctl: the tarsctl command."""
+
+from tarsctl.quick import entry
+
+entry()
