@@ -21,7 +21,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Literal
@@ -424,8 +424,16 @@ class Searcher:
         """Up to ``depth`` passages from each list, one per note (or every passage), with their
         signals; and why there is no vector list, when there is none."""
         parts = query_parts(query)
-        # The two searches run side by side: SQLite and onnxruntime release the GIL.
-        vec_future = self._pool.submit(self._vec_search, query, depth, where) if "vec" in lists else None
+        # The two searches run side by side: SQLite and onnxruntime release the GIL. A vector
+        # search whose query vector is known needs no model: it runs here, without a thread's hop.
+        vec_future = None
+        if "vec" in lists:
+            known = self._known_query_vector(query)
+            if known is not None and "fts" not in lists:
+                vec_future = Future()
+                vec_future.set_result((known, self.store.vec_search(known, depth, where)))
+            else:
+                vec_future = self._pool.submit(self._vec_search, query, depth, where)
         fts_hits = []
         if parts and "fts" in lists:
             total, frequencies = self._phrase_frequencies(parts)
@@ -510,6 +518,13 @@ class Searcher:
     def _slow_reason(self) -> str:
         model = f"{self.embedder.kind} {self.embedder.config.model}"
         return f"the embedder did not answer within {VECTOR_TIMEOUT_SECONDS:g} s ({model} is busy or stuck)"
+
+    def _known_query_vector(self, query: str) -> bytes | None:
+        """The query's vector if it was made lately by the model loaded now; None otherwise."""
+        if not self.embedder.available():
+            return None
+        with self._query_vectors_lock:
+            return self._query_vectors.get((self.embedder.fingerprint or "", query))
 
     def _query_vector(self, query: str) -> bytes:
         if not self.embedder.available():  # never waits for a model that is loading

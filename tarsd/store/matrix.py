@@ -20,6 +20,32 @@ import numpy as np
 GROWTH = 1.5
 
 
+class LoadedVectors:
+    """The rows read from the index for a first load, filled into arrays allocated once."""
+
+    def __init__(self, dims: int, capacity: int):
+        self.dims = dims
+        self.matrix = np.zeros((capacity, dims), dtype=np.float32)
+        self.ids = np.full(capacity, -1, dtype=np.int64)
+        self.used = 0
+
+    @classmethod
+    def empty(cls, dims: int, capacity: int = 0) -> LoadedVectors:
+        return cls(dims, capacity)
+
+    def append(self, chunk: int, blob: bytes) -> None:
+        vector = np.frombuffer(blob, dtype=np.float32)
+        if vector.shape[0] != self.dims:
+            return  # from another vector space: never mixed in
+        if self.used == len(self.ids):  # rows committed since they were counted
+            capacity = max(1024, int(len(self.ids) * GROWTH))
+            self.matrix = np.concatenate([self.matrix, np.zeros((capacity - len(self.ids), self.dims), np.float32)])
+            self.ids = np.concatenate([self.ids, np.full(capacity - len(self.ids), -1, np.int64)])
+        self.matrix[self.used] = vector
+        self.ids[self.used] = chunk
+        self.used += 1
+
+
 class VectorIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -40,21 +66,17 @@ class VectorIndex:
 
     # ---- changes (from the store, after a commit) ----
 
-    def _install(self, rows: list[tuple[int, bytes]], dims: int) -> None:
-        ids = [chunk for chunk, _ in rows]
-        matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(ids), dims) if ids else None
-        self.dims = dims
-        self._matrix = matrix.copy() if matrix is not None else np.zeros((0, dims), np.float32)
-        self._ids = np.asarray(ids, dtype=np.int64)
-        self._rows = {chunk: row for row, chunk in enumerate(ids)}
-        self._free, self._used, self.loaded = [], len(ids), True
+    def _install(self, loaded: LoadedVectors) -> None:
+        self.dims = loaded.dims
+        self._matrix, self._ids = loaded.matrix, loaded.ids
+        self._rows = {chunk: row for row, chunk in enumerate(loaded.ids[: loaded.used].tolist())}
+        self._free, self._used, self.loaded = [], loaded.used, True
 
-    def load_with(self, read: Callable[[], tuple[list[tuple[int, bytes]], int]]) -> None:
+    def load_with(self, read: Callable[[], LoadedVectors]) -> None:
         """Load what ``read`` returns, holding the lock throughout: a commit applied meanwhile
         waits, and lands on top of what was read (its changes apply twice, harmlessly)."""
         with self._lock:
-            rows, dims = read()
-            self._install(rows, dims)
+            self._install(read())
 
     def apply(self, changes: list[tuple[str, object]]) -> None:
         """Committed changes: ("put", [(chunk id, bytes)]), ("drop", [chunk ids]), ("reset", dims).
@@ -68,7 +90,7 @@ class VectorIndex:
                 elif kind == "drop":
                     self._drop(payload)
                 else:
-                    self._install([], payload)
+                    self._install(LoadedVectors.empty(payload))
 
     def _put(self, items: list[tuple[int, bytes]]) -> None:
         for chunk, blob in items:

@@ -12,7 +12,7 @@ import numpy as np
 
 from tarsd.store.connection import Connections
 from tarsd.store.filters import NO_FILTER, Filter, filter_sql
-from tarsd.store.matrix import VectorIndex
+from tarsd.store.matrix import LoadedVectors, VectorIndex
 
 # The vector table's layout; a change rebuilds it from the embedding cache (no re-embedding).
 VECTOR_TABLE_LAYOUT = "l2-v2"
@@ -43,18 +43,25 @@ class Vectors:
                     vectors.load_with(self._read_vectors)
         return vectors
 
-    def _read_vectors(self) -> tuple[list[tuple[int, bytes]], int]:
+    def _read_vectors(self) -> LoadedVectors:
         # Runs holding the matrix's lock, through this thread's reader only: a writer applies its
         # commit to the matrix while holding the store's lock, so taking that lock here (get_meta
         # does) would deadlock the first search against the first vectors written.
         reader = self.db.reader()
         if not reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
-            return [], 0
-        rows = reader.execute("SELECT rowid, embedding FROM chunk_vectors").fetchall()
-        if rows:
-            return rows, len(rows[0][1]) // 4
+            return LoadedVectors.empty(0)
         meta = reader.execute("SELECT value FROM meta WHERE key = 'vector_dims'").fetchall()
-        return rows, int(meta[0][0]) if meta and meta[0][0] else 0
+        dims = int(meta[0][0]) if meta and meta[0][0] else 0
+        # Each row goes straight into a preallocated matrix: read as a list of (id, bytes) first,
+        # 400,000 rows held 1.1 GB of Python objects beside the matrix, and glibc kept that
+        # memory after they were freed (bench/search_scale.py).
+        capacity = reader.execute("SELECT count(*) FROM chunk_vectors").fetchall()[0][0]
+        loaded = None
+        for rowid, blob in reader.execute("SELECT rowid, embedding FROM chunk_vectors"):
+            if loaded is None:
+                loaded = LoadedVectors.empty(dims or len(blob) // 4, capacity)
+            loaded.append(rowid, blob)
+        return loaded if loaded is not None else LoadedVectors.empty(dims)
 
     def has_vector_table(self) -> bool:
         if self._has_vectors is None:  # asked on every file written: remember the answer

@@ -67,3 +67,26 @@ def test_the_first_vector_search_never_waits_for_the_writers_lock(tmp_path):
         assert found == [[]] and store.vector_index().dims == 4
     finally:
         store.close()
+
+
+def test_the_vectors_load_into_arrays_made_once_and_grow_for_rows_committed_meanwhile():
+    """The first load fills a matrix sized by a count taken just before; rows committed after the
+    count still land, a row of another vector space never does, and later puts and drops apply."""
+    from tarsd.store.matrix import LoadedVectors, VectorIndex
+
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((2500, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    loaded = LoadedVectors.empty(8, capacity=2000)  # 500 more rows arrive than were counted
+    for chunk, vector in enumerate(vectors, start=1):
+        loaded.append(chunk, vector.tobytes())
+    loaded.append(9999, np.ones(4, np.float32).tobytes())  # another space's width
+    index = VectorIndex()
+    index.load_with(lambda: loaded)
+    assert len(index) == 2500 and 9999 not in dict(index.search(np.ones(8, np.float32) / 8**0.5, 2500))
+    for probe in (0, 1999, 2000, 2499):
+        [(chunk, cosine)] = index.search(vectors[probe], 1)
+        assert chunk == probe + 1 and cosine == pytest.approx(1.0, abs=1e-5)
+    index.apply([("put", [(3000, vectors[0].tobytes())]), ("drop", [1])])
+    assert index.search(vectors[0], 1)[0][0] == 3000  # the new row, past the grown capacity
+    assert 1 not in dict(index.search(vectors[0], 2600)) and len(index) == 2500
