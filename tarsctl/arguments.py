@@ -9,7 +9,6 @@ import argparse
 import re
 import sys
 import time
-from pathlib import Path
 
 from tarsctl import __version__
 
@@ -99,7 +98,7 @@ def full_parser() -> argparse.ArgumentParser:
 def top_parser(parser_class: type[Parser] = Parser) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     """tarsctl's own options, and the place its commands go."""
     parser = parser_class(prog="tarsctl", description="Search and control the tars daemon.")
-    parser.add_argument("--socket", type=Path, help="tarsd's socket (default: $TARS_SOCKET or the per-user runtime dir)")
+    parser.add_argument("--socket", help="tarsd's socket (default: $TARS_SOCKET or the per-user runtime dir)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds to wait for an answer (default: no limit)")
     parser.add_argument("--version", action="version", version=f"tarsctl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tarsctl import __version__
-from tarsctl.transport import SUN_PATH_MAX, default_socket_path, socket_dir_problem
+from tarsctl.socket_path import default_socket_path, socket_dir_problem
+from tarsctl.transport import SUN_PATH_MAX
 
 EXIT_OK, EXIT_PROBLEM = 0, 1
 HTTP_TIMEOUT = 5.0

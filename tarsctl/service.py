@@ -309,7 +309,7 @@ def _install_notes(kind: str, config, vault: Path, tarsd: Path, socket: Path | N
         if any(path.is_relative_to(tmp) for tmp in _PRIVATE_TMP):
             notes.append(f"{what} ({path}) is under /tmp, but the service has a private /tmp (PrivateTmp=yes) and will not see it: move it")
     if socket is None and not os.environ.get("XDG_RUNTIME_DIR"):
-        from tarsctl.transport import default_socket_path
+        from tarsctl.socket_path import default_socket_path
 
         notes.append(
             f"this shell has no XDG_RUNTIME_DIR, so tarsctl looks for tarsd at {default_socket_path()} while the service uses "
@@ -390,7 +390,7 @@ def status(args) -> int:
     try:
         socket = Path(args.socket) if args.socket else load_config().socket_path
     except ConfigError:
-        from tarsctl.transport import default_socket_path
+        from tarsctl.socket_path import default_socket_path
 
         socket = default_socket_path()
     answer = _wait_for_answer(socket, 0)

@@ -1,10 +1,11 @@
-"""Frames over tarsd's Unix socket, whatever their body: where the socket is and which folders
-are safe for it, connecting (the owner check, a retry while the listen queue is full), and a
-frame's 4-byte big-endian length around a body of bytes.
+"""Frames over tarsd's Unix socket, whatever their body: where the socket is, connecting (the
+owner check, a retry while the listen queue is full), and a frame's 4-byte big-endian length
+around a body of bytes.
 
-It imports only the standard library. The message types and their msgpack bodies are in
-protocol.py and client.py; the JSON bodies of tarsctl's quick path (quick.py) ride on the same
-frames, and both ends read the socket's location and its folder rule from here.
+It imports only the standard library, and not pathlib (3 ms of tarsctl's start): paths are
+strings here. The message types and their msgpack bodies are in protocol.py and client.py; the
+JSON bodies of tarsctl's quick path (quick.py) ride on the same frames. socket_path.py has the
+address as a Path and the rule for the socket's folder.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ from __future__ import annotations
 import os
 import pwd
 import socket
-import stat
 import struct
 import sys
 import time
-from pathlib import Path
 
 PROTOCOL_VERSION = 1
 # Requests are small; replies carry search results with their text.
@@ -28,7 +27,7 @@ CONNECT_RETRY_SECONDS = 2.0
 
 
 class DaemonNotRunning(Exception):
-    def __init__(self, path: Path, reason: str):
+    def __init__(self, path: str | os.PathLike, reason: str):
         super().__init__(
             f"tarsd is not running (no answer on {path}: {reason}); start it with `tarsd --vault PATH` or your service manager"
         )
@@ -39,7 +38,7 @@ class PermissionDenied(DaemonNotRunning):
     """The socket, or a folder above it, is not this user's to open: a tarsd may well run there,
     for someone else. Said as such, not as "not running", which would send the user to start one."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: str | os.PathLike):
         blocked = _first_reachable(path)
         owner = _owner(blocked)
         Exception.__init__(
@@ -55,19 +54,22 @@ class ProtocolError(Exception):
     """The daemon sent something this client cannot read."""
 
 
-def _first_reachable(path: Path) -> Path:
+def _first_reachable(path: str | os.PathLike) -> str:
     """The socket itself when it can be looked at, else the nearest folder above it that can:
     the one whose permissions keep this user out."""
-    for candidate in (path, *path.parents):
+    candidate = os.fspath(path)
+    while True:
         try:
             os.stat(candidate)
             return candidate
         except OSError:
-            continue
-    return path
+            parent = os.path.dirname(os.path.abspath(candidate))
+            if parent == candidate:
+                return os.fspath(path)
+            candidate = parent
 
 
-def _owner(path: Path) -> str:
+def _owner(path: str) -> str:
     try:
         uid = os.stat(path).st_uid
     except OSError:
@@ -81,8 +83,8 @@ def _owner(path: Path) -> str:
 class FrameSocket:
     """One connection to tarsd, carrying frames of bytes."""
 
-    def __init__(self, path: Path | None = None, timeout: float | None = None):
-        self.path = path or default_socket_path()
+    def __init__(self, path: str | os.PathLike | None = None, timeout: float | None = None):
+        self.path = path or default_socket_address()
         self.timeout = timeout
         self._sock: socket.socket | None = None
 
@@ -174,74 +176,12 @@ class FrameSocket:
         return b"".join(chunks)
 
 
-def default_socket_path() -> Path:
+def default_socket_address() -> str:
     """``$TARS_SOCKET``, else ``$XDG_RUNTIME_DIR/tars/tarsd.sock`` on Linux, else a short
     per-user path under /tmp (macOS's $TMPDIR is too long for a socket address)."""
     if os.environ.get("TARS_SOCKET"):
-        return Path(os.environ["TARS_SOCKET"]).expanduser()
+        return os.path.expanduser(os.environ["TARS_SOCKET"])
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and sys.platform != "darwin":
-        return Path(runtime) / "tars" / "tarsd.sock"
-    return Path(f"/tmp/tars-{os.getuid()}") / "tarsd.sock"
-
-
-def socket_dir_problem(path: Path) -> str | None:
-    """What makes the directory of the socket at ``path`` unsafe, and what to do; None when it is fine.
-
-    The rule: the socket's directory must be ours and not writable by group or others, or someone else
-    could put their own socket in its place. A world-writable directory is acceptable only with the
-    sticky bit (like /tmp), and then only above the socket's own private subdirectory
-    (/tmp/tars-UID/tarsd.sock, never /tmp/tarsd.sock). A directory that does not exist yet is fine:
-    tarsd creates it with mode 0700.
-    """
-    directory = Path(path).expanduser().absolute().parent
-    uid = os.getuid()
-    change = "set TARS_SOCKET or [daemon] socket to a path in a directory of your own"
-    try:
-        info = os.lstat(directory)
-    except FileNotFoundError:
-        return _socket_parent_problem(directory, change)
-    except OSError as exc:
-        return f"cannot inspect the socket directory {directory} ({exc.strerror}): {change}"
-    if stat.S_ISLNK(info.st_mode):
-        if info.st_uid not in (uid, 0):
-            return f"the socket directory {directory} is a symlink owned by uid {info.st_uid}, not by you: remove it, or {change}"
-        try:
-            info = os.stat(directory)
-        except OSError as exc:
-            return f"the socket directory {directory} is a broken symlink ({exc.strerror}): remove it, or {change}"
-    if not stat.S_ISDIR(info.st_mode):
-        return f"{directory} should be the socket's directory but is not a directory: remove it, or {change}"
-    if info.st_mode & stat.S_IWOTH and info.st_mode & stat.S_ISVTX:
-        return (
-            f"the socket sits directly in the shared directory {directory}: put it in a private subdirectory "
-            f"of its own, e.g. TARS_SOCKET={directory / f'tars-{uid}' / 'tarsd.sock'}"
-        )
-    if info.st_uid != uid:
-        return f"the socket directory {directory} belongs to uid {info.st_uid}, not to you (uid {uid}): {change}"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        who = "everyone" if info.st_mode & stat.S_IWOTH else "its group"
-        return (
-            f"the socket directory {directory} is writable by {who} (mode {stat.S_IMODE(info.st_mode):o}), so they could replace "
-            f"the socket: run `chmod 700 {directory}`"
-        )
-    return _socket_parent_problem(directory, change)
-
-
-def _socket_parent_problem(directory: Path, change: str) -> str | None:
-    """The nearest existing directory above ``directory`` must not let others rename it away:
-    world-writable is acceptable only with the sticky bit."""
-    for parent in directory.parents:
-        try:
-            info = os.stat(parent)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return f"cannot inspect {parent} ({exc.strerror}), which holds the socket directory: {change}"
-        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
-            return (
-                f"{parent}, which holds the socket directory, is world-writable without the sticky bit: anyone could swap "
-                f"the socket directory for their own; {change}"
-            )
-        return None
-    return None
+        return os.path.join(runtime, "tars", "tarsd.sock")
+    return f"/tmp/tars-{os.getuid()}/tarsd.sock"

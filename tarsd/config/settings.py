@@ -264,7 +264,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
 
     @property
     def socket_path(self) -> Path:
-        from tarsctl.transport import default_socket_path
+        from tarsctl.socket_path import default_socket_path
 
         return Path(self.daemon.socket).expanduser() if self.daemon.socket else default_socket_path()
 

@@ -24,7 +24,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from tarsctl.protocol import Error, Hello, Message, Welcome
-from tarsctl.transport import HEADER, MAX_REQUEST_BYTES, PROTOCOL_VERSION, SUN_PATH_MAX, socket_dir_problem
+from tarsctl.socket_path import socket_dir_problem
+from tarsctl.transport import HEADER, MAX_REQUEST_BYTES, PROTOCOL_VERSION, SUN_PATH_MAX
 from tarsd import __version__
 from tarsd.serve.codecs import MSGPACK, Codec, codec_of
 from tarsd.serve.handlers import dispatch

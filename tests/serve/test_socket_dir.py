@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tarsctl.transport import socket_dir_problem
+from tarsctl.socket_path import socket_dir_problem
 
 
 @pytest.fixture
