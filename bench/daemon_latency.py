@@ -37,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -53,7 +54,8 @@ from tarsctl.protocol import Error, Index, IndexDone, Ping, Progress, Search, Se
 # ---- targets ----
 KEYWORD_P50_MS = 300.0  # save -> found by keyword, embedder none
 MODEL_P50_MS = 1000.0  # save -> found by vector search, local model
-IDLE_RSS_MB = 200.0  # daemon idle with the model loaded
+IDLE_RSS_MB = 180.0  # daemon idle with the model loaded
+STARTUP_OVER_PYTHON_MS = 20.0  # tarsctl --version and ping, over `python -c pass`
 CONCURRENT_ERRORS = 0
 
 # ---- bounds: every loop below is bounded in count and in time ----
@@ -722,12 +724,14 @@ def run_startup(session: Session, runs: int) -> None:
     daemon = running[0] if running else session.daemon("none", min(args.notes, 100))
     env = child_env(session.pycache)
     tarsctl = tarsctl_command()
+    full_client = "import sys; from tarsctl.cli import main; sys.exit(main(sys.argv[1:]))"
     commands = {
         "python -c pass": [PYTHON, "-c", "pass"],
         "python -I -S -c pass": [PYTHON, "-I", "-S", "-c", "pass"],
         "tarsctl --version": [*tarsctl, "--version"],
-        "python -m tarsctl.cli --version": [PYTHON, "-m", "tarsctl.cli", "--version"],
         "tarsctl ping": [*tarsctl, "--socket", str(daemon.socket), "ping"],
+        "tarsctl search --mode fts WORD": [*tarsctl, "--socket", str(daemon.socket), "search", "--mode", "fts", "note"],
+        "ping through the full client (cli.py)": [PYTHON, "-c", full_client, "--socket", str(daemon.socket), "ping"],
     }
     for name, command in commands.items():
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
@@ -748,6 +752,7 @@ def run_startup(session: Session, runs: int) -> None:
     for name, figures in {**timed, **uncached}.items():
         median = figures["median"]
         over = median - base
+        targeted = name in ("tarsctl --version", "tarsctl ping")
         rows.append(
             [
                 name,
@@ -756,20 +761,28 @@ def run_startup(session: Session, runs: int) -> None:
                 fmt_ms(figures["min"]),
                 "" if name == "python -c pass" else f"{over:+,.1f}",
                 "" if name == "python -c pass" else f"{median / base:.2f}x",
+                f"<= +{STARTUP_OVER_PYTHON_MS:g} ms" if targeted else "",
+                met(over <= STARTUP_OVER_PYTHON_MS) if targeted else "",
             ]
         )
+    editable = any(Path(sysconfig.get_paths()["purelib"]).glob("__editable__*tars*.pth"))
     print_table(
-        ["command", "runs", "median ms", "min ms", "over python -c pass", "ratio"],
+        ["command", "runs", "median ms", "min ms", "over python -c pass", "ratio", "target", "met"],
         rows,
-        f"Client start-up ({timer}; same interpreter {PYTHON}, bytecode cached); ping against tarsd [{daemon.label}]; "
-        f"no fixed target: the reference is `python -c pass`; {load()}",
+        f"Client start-up ({timer}; same interpreter {PYTHON}, bytecode cached); ping and search against tarsd [{daemon.label}]; {load()}"
+        + (
+            "; NOTE: tars is an editable install here, whose import finder slows every start: "
+            "measure with a regular install (pip install .) for the figure a user sees"
+            if editable
+            else "; a regular install (not editable), as a user's"
+        ),
     )
-    importtime_summary(env)
+    importtime_summary(env, [PYTHON, "-X", "importtime", "-m", "tarsctl", "--version"])
+    importtime_summary(env, [PYTHON, "-X", "importtime", "-c", full_client, "--version"], top=5)
 
 
-def importtime_summary(env: dict[str, str], top: int = 10) -> None:
-    """The slowest top-level imports of `python -X importtime -m tarsctl.cli --version`."""
-    command = [PYTHON, "-X", "importtime", "-m", "tarsctl.cli", "--version"]
+def importtime_summary(env: dict[str, str], command: list[str], top: int = 10) -> None:
+    """The slowest top-level imports of ``command`` (a `python -X importtime ...`)."""
     for _ in range(3):  # the last of three runs, bytecode warm
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     entries = []
