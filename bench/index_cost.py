@@ -24,6 +24,8 @@ from pathlib import Path
 from common import Progress, build_vault, log, met, open_engine, peak_rss_mb, print_table, proc_status_mb
 
 BATCH_SIZES = (1, 4, 16)
+# The first embedding of a vault, chunks/s: 1.5x the 28.6 of the release before (2 idle cores).
+FIRST_EMBEDDING_CHUNKS_PER_SECOND = 1.5 * 28.6
 NOOP_RUNS = 5
 
 
@@ -156,7 +158,12 @@ def main() -> None:
                 met(statistics.median(edits) <= 0.05),
             ],
             ["(d) cold index, local model", f"{model['notes'] / model['seconds']:,.1f} notes/s", "", ""],
-            ["(d) cold index, local model", f"{pipeline:,.1f} chunks/s", "", ""],
+            [
+                "(d) cold index, local model",
+                f"{pipeline:,.1f} chunks/s",
+                f">= {FIRST_EMBEDDING_CHUNKS_PER_SECOND:.1f} chunks/s",
+                met(pipeline >= FIRST_EMBEDDING_CHUNKS_PER_SECOND),
+            ],
             ["(d) embedding phase only", f"{model['embedded'] / model['embed_seconds']:,.1f} chunks/s", "", ""],
             [f"(d) bare model, batch {model['configured_batch']}", f"{bare:,.1f} chunks/s", "", ""],
             ["(d) pipeline / bare model", f"{ratio:.2f}", ">= 0.90", met(ratio >= 0.9)],
