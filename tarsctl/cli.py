@@ -9,6 +9,7 @@ Exit codes: 0 success, 1 the daemon answered with an error, 2 usage error,
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import msgspec
@@ -415,7 +416,6 @@ COMMANDS = {
     "related": _related,
 }
 
-if __name__ == "__main__":
-    from tarsctl.quick import entry  # the command as installed: its quick path first
-
-    entry()
+if __name__ == "__main__":  # the full client alone; `python -m tarsctl` is the command as installed
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.exit(main())

@@ -18,7 +18,9 @@ from harness.paths import REPO
 # The top-level packages' own __init__ files (named pkg.__init__ here) hold only the version, so
 # they sit at the bottom; a tarsd module outside every listed package is an error.
 LAYERS: list[tuple[str, ...]] = [
-    ("tarsctl.__init__", "tarsctl.protocol"),  # the wire: what the client and the daemon share
+    # The wire, what the client and the daemon share: frames and the socket's place, the messages,
+    # and what both read from a user (times like "7d", memory types) or show of a search.
+    ("tarsctl.__init__", "tarsctl.transport", "tarsctl.socket_path", "tarsctl.arguments", "tarsctl.search_view", "tarsctl.protocol"),
     ("tarsctl.client",),  # talking to tarsd over its socket
     ("tarsctl.mcp",),  # the MCP tool table (tarsctl mcp, and tarsd's /mcp over HTTP)
     ("tarsd.__init__", "tarsd.config"),
@@ -96,7 +98,7 @@ def test_the_walk_sees_the_imports_it_judges():
     edges = graph()
     assert "tarsd.serve.socket_server" in edges
     assert "tarsd.store.database" in edges["tarsd.index.indexer"]
-    assert "tarsctl.protocol" in edges["tarsd.config.settings"]
+    assert "tarsctl.socket_path" in edges["tarsd.config.settings"]
     assert "tarsd.memory.facts" in edges["tarsd.memory.files"] or "tarsd.memory.lines" in edges["tarsd.memory.files"]
     assert sum(len(deps) for deps in edges.values()) > 150
 
