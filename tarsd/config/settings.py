@@ -67,7 +67,7 @@ class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Texts per model call. Measured on a 2-core x86 box with the int8 MiniLM, batch 1 was fastest
     # (padding costs more than per-call overhead saves); bench/index_cost.py prints the figures.
     batch_size: int = 1
-    threads: int = 0
+    threads: int = 0  # the local ONNX model: passages embedded at once, one core each; 0: one per core tarsd may use
     # Under this memory budget ([daemon] memory_mb) the local model is not loaded: keyword search
     # only. tarsd with the model peaked at 420 MB embedding 10,000 notes (bench/daemon_memory.py). 0: always load it.
     min_memory_mb: int = 512
