@@ -85,10 +85,13 @@ class OnnxEncoder:
         # largest batch's size; heap.py hands them back once the daemon is idle.
         options.enable_cpu_mem_arena = False
         # Each run on one thread, and as many runs at once as there are cores (one session: the
-        # weights once). For a model this small, onnxruntime's own threads wait on each other
-        # more than they work: on 200 SciFact passages, 2 runs of 1 thread each made 27-29
-        # passages/s where one run of 2 threads made 21-22, with the same vectors (batches of
-        # more than one passage were slower still). A lone query runs on one core.
+        # weights once). onnxruntime's own threads spin while they wait for work: beside a hybrid
+        # search's keyword query they took the CPU it needed (10,000 notes, bench/search_latency.py:
+        # hybrid p50 35 ms with one 2-thread run, 24 ms with 1-thread runs). A first embedding
+        # goes 1.09x as fast this way (bench/index_cost.py), with the same vectors; it peaks about
+        # 100 MB higher, a malloc arena per thread (2 in all under a small budget, heap.py).
+        # Batches of more than one passage were slower (the table in index_cost.py). A lone query
+        # runs on one core.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self.workers = max(1, threads if threads is not None else usable_cores())
