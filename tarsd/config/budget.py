@@ -11,8 +11,9 @@ back when they are freed and keeps 2 arenas, not up to 8 per core (tarsd/index/h
 writing SQLite connection caches 16 MB of pages, not 64, and each reader 2, not 8; a long sync
 chunks notes in one worker process, not up to three. Under
 [embedder] min_memory_mb (512 MB) the local model is not loaded at all: keyword search only.
-Two things are left as they are, measured: onnxruntime's threads (4 rather than 1 added 1 MB)
-and the batch size, whose default of 1 is already the smallest.
+Two things are left as they are: the embedding runs at once (one per core; two peaked about
+100 MB above one on the x86 box, inside the 512 MB test all the same) and the batch size, whose
+default of 1 is already the smallest.
 """
 
 from __future__ import annotations
