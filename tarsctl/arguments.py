@@ -9,8 +9,10 @@ import argparse
 import re
 import sys
 import time
+from collections.abc import Callable
 
 from tarsctl import __version__
+from tarsctl.transport import DaemonNotRunning, ProtocolError
 
 EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
 # What Search.types may name (a hit's memory_type is one of them).
@@ -123,6 +125,46 @@ def add_search(commands) -> None:
 
 def add_ping(commands) -> None:
     commands.add_parser("ping", help="check that the daemon answers").add_argument("--json", action="store_true")
+
+
+def search_fields(args: argparse.Namespace) -> dict:
+    """The fields of a search request (protocol.Search) from a settled ``search`` command line."""
+    return {
+        "query": " ".join(args.query),
+        "mode": args.mode,
+        "limit": args.limit,
+        "min_score": args.min_score,
+        "types": args.type,
+        "path": args.path,
+        "all_chunks": args.all_chunks,
+        "tags": args.tag,
+        "since": args.since,
+        "before": args.before,
+        "explain": args.explain,
+    }
+
+
+def answered(command: Callable[[], int], timeout: float | None) -> int:
+    """Run a command that talks to tarsd; the connection's failures said the way tarsctl says
+    them, each with its exit code."""
+    try:
+        return command()
+    except DaemonNotRunning as exc:
+        print(f"tarsctl: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    except ProtocolError as exc:
+        print(f"tarsctl: {exc}", file=sys.stderr)
+        return EXIT_REMOTE
+    except TimeoutError:
+        print(f"tarsctl: no answer from tarsd within {timeout} s", file=sys.stderr)
+        return EXIT_REMOTE
+    except KeyboardInterrupt:
+        return 130
+
+
+def print_remote_error(message: str, hint: str) -> None:
+    """tarsd's answer to a request it could not carry out (an ``error`` message)."""
+    print(f"tarsctl: {message}" + (f"\n  hint: {hint}" if hint else ""), file=sys.stderr)
 
 
 def utf8(text: str) -> str:

@@ -14,8 +14,8 @@ import sys
 
 import msgspec
 
-from tarsctl.arguments import EXIT_NOT_RUNNING, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, full_parser, settle
-from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
+from tarsctl.arguments import EXIT_OK, EXIT_REMOTE, EXIT_USAGE, answered, full_parser, print_remote_error, search_fields, settle
+from tarsctl.client import Client, RemoteError
 from tarsctl.protocol import (
     Coverage,
     Error,
@@ -51,23 +51,16 @@ def run(args) -> int:
     if problem is not None:
         print(f"tarsctl: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    return answered(lambda: _with_client(args), args.timeout)
+
+
+def _with_client(args) -> int:
     try:
         with Client(args.socket, timeout=args.timeout) as client:
             return COMMANDS[args.command](client, args)
-    except DaemonNotRunning as exc:
-        print(f"tarsctl: {exc}", file=sys.stderr)
-        return EXIT_NOT_RUNNING
     except RemoteError as exc:
         _print_error(exc.error)
         return EXIT_REMOTE
-    except ProtocolError as exc:
-        print(f"tarsctl: {exc}", file=sys.stderr)
-        return EXIT_REMOTE
-    except TimeoutError:
-        print(f"tarsctl: no answer from tarsd within {args.timeout} s", file=sys.stderr)
-        return EXIT_REMOTE
-    except KeyboardInterrupt:
-        return 130
 
 
 def _run_setup_command(args) -> int:
@@ -88,7 +81,7 @@ def _run_setup_command(args) -> int:
 
 
 def _print_error(error: Error) -> None:
-    print(f"tarsctl: {error.message}" + (f"\n  hint: {error.hint}" if error.hint else ""), file=sys.stderr)
+    print_remote_error(error.message, error.hint)
 
 
 def _json_line(obj: object) -> str:
@@ -100,21 +93,7 @@ def _emit_json(obj: object, stream=None) -> None:
 
 
 def _search(client: Client, args) -> int:
-    request = Search(
-        id=client.next_id(),
-        query=" ".join(args.query),
-        mode=args.mode,
-        limit=args.limit,
-        min_score=args.min_score,
-        types=args.type,
-        path=args.path,
-        all_chunks=args.all_chunks,
-        tags=args.tag,
-        since=args.since,
-        before=args.before,
-        explain=args.explain,
-    )
-    reply = client.call(request)
+    reply = client.call(Search(id=client.next_id(), **search_fields(args)))
     assert isinstance(reply, SearchResults)
     show_search(reply, reply.coverage or Coverage(), args.json, _json_line)
     return EXIT_OK

@@ -19,13 +19,15 @@ from types import SimpleNamespace
 
 from tarsctl import __version__
 from tarsctl.arguments import (
-    EXIT_NOT_RUNNING,
     EXIT_OK,
     EXIT_REMOTE,
     EXIT_USAGE,
     Parser,
     add_ping,
     add_search,
+    answered,
+    print_remote_error,
+    search_fields,
     settle,
     top_parser,
 )
@@ -96,39 +98,13 @@ def _answer(args) -> int:
     if problem is not None:
         print(f"tarsctl: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    if args.command == "search":
-        request = {
-            "type": "search",
-            "id": 1,
-            "query": " ".join(args.query),
-            "mode": args.mode,
-            "limit": args.limit,
-            "min_score": args.min_score,
-            "types": args.type,
-            "path": args.path,
-            "all_chunks": args.all_chunks,
-            "tags": args.tag,
-            "since": args.since,
-            "before": args.before,
-            "explain": args.explain,
-        }
-    else:
-        request = {"type": "ping", "id": 1}
-    try:
-        reply = _call(FrameSocket(args.socket, args.timeout), request)
-    except DaemonNotRunning as exc:
-        print(f"tarsctl: {exc}", file=sys.stderr)
-        return EXIT_NOT_RUNNING
-    except ProtocolError as exc:
-        print(f"tarsctl: {exc}", file=sys.stderr)
-        return EXIT_REMOTE
-    except TimeoutError:
-        print(f"tarsctl: no answer from tarsd within {args.timeout} s", file=sys.stderr)
-        return EXIT_REMOTE
-    except KeyboardInterrupt:
-        return 130
+    request = {"type": "search", "id": 1, **search_fields(args)} if args.command == "search" else {"type": "ping", "id": 1}
+    return answered(lambda: _show(_call(FrameSocket(args.socket, args.timeout), request), args), args.timeout)
+
+
+def _show(reply: SimpleNamespace, args) -> int:
     if reply.type == "error":
-        print(f"tarsctl: {reply.message}" + (f"\n  hint: {reply.hint}" if reply.hint else ""), file=sys.stderr)
+        print_remote_error(reply.message, reply.hint)
         return EXIT_REMOTE
     if args.command == "search":
         if reply.coverage is None:

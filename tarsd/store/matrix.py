@@ -23,15 +23,11 @@ GROWTH = 1.5
 class LoadedVectors:
     """The rows read from the index for a first load, filled into arrays allocated once."""
 
-    def __init__(self, dims: int, capacity: int):
+    def __init__(self, dims: int, capacity: int = 0):
         self.dims = dims
         self.matrix = np.zeros((capacity, dims), dtype=np.float32)
         self.ids = np.full(capacity, -1, dtype=np.int64)
         self.used = 0
-
-    @classmethod
-    def empty(cls, dims: int, capacity: int = 0) -> LoadedVectors:
-        return cls(dims, capacity)
 
     def append(self, chunk: int, blob: bytes) -> None:
         vector = np.frombuffer(blob, dtype=np.float32)
@@ -90,7 +86,7 @@ class VectorIndex:
                 elif kind == "drop":
                     self._drop(payload)
                 else:
-                    self._install(LoadedVectors.empty(payload))
+                    self._install(LoadedVectors(payload))
 
     def _put(self, items: list[tuple[int, bytes]]) -> None:
         for chunk, blob in items:

@@ -49,7 +49,7 @@ class Vectors:
         # does) would deadlock the first search against the first vectors written.
         reader = self.db.reader()
         if not reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
-            return LoadedVectors.empty(0)
+            return LoadedVectors(0)
         meta = reader.execute("SELECT value FROM meta WHERE key = 'vector_dims'").fetchall()
         dims = int(meta[0][0]) if meta and meta[0][0] else 0
         # Each row goes straight into a preallocated matrix: read as a list of (id, bytes) first,
@@ -59,9 +59,9 @@ class Vectors:
         loaded = None
         for rowid, blob in reader.execute("SELECT rowid, embedding FROM chunk_vectors"):
             if loaded is None:
-                loaded = LoadedVectors.empty(dims or len(blob) // 4, capacity)
+                loaded = LoadedVectors(dims or len(blob) // 4, capacity)
             loaded.append(rowid, blob)
-        return loaded if loaded is not None else LoadedVectors.empty(dims)
+        return loaded if loaded is not None else LoadedVectors(dims)
 
     def has_vector_table(self) -> bool:
         if self._has_vectors is None:  # asked on every file written: remember the answer

@@ -77,7 +77,7 @@ def test_the_vectors_load_into_arrays_made_once_and_grow_for_rows_committed_mean
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((2500, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    loaded = LoadedVectors.empty(8, capacity=2000)  # 500 more rows arrive than were counted
+    loaded = LoadedVectors(8, capacity=2000)  # 500 more rows arrive than were counted
     for chunk, vector in enumerate(vectors, start=1):
         loaded.append(chunk, vector.tobytes())
     loaded.append(9999, np.ones(4, np.float32).tobytes())  # another space's width
