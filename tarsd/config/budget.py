@@ -176,3 +176,11 @@ def _read_limit(file: Path) -> int | None:
         return None
     value = int(text)
     return value if 0 < value < NO_LIMIT else None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a cgroup or taskset may allow fewer than the machine has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tarsd.config.budget import usable_cores
+
 log = logging.getLogger(__name__)
 
 FOLD_TIMEOUT_SECONDS = 300
@@ -55,14 +57,6 @@ def folded_model(model: Path, cache: Path) -> Path:
         log.warning("could not fold the embedding model's weights (%s): running %s as it is, with more memory", detail, model)
         return model
     return target
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (a cgroup or taskset may allow fewer than the machine has)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        return os.cpu_count() or 1
 
 
 class OnnxEncoder:

@@ -49,12 +49,21 @@ _AUTOLINK = re.compile(r"<((?:[a-zA-Z][a-zA-Z0-9+.-]{1,31}:|www\.)[^<>\s]*|[^<>\
 # A URL shown as text: a scheme and what follows up to a space or "**" (emphasis closing around
 # it), less the punctuation that ends a sentence rather than the URL.
 URL = re.compile(r"\b(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.|mailto:)(?:[^\s<>\"'`*]|\*(?!\*))*[^\s<>\"'`.,;:!?)\]}*_~]")
+URL_MARKS = ("://", "www.", "mailto:")  # one of them is in every URL
+
+
+def has_url(text: str) -> bool:
+    return any(mark in text for mark in URL_MARKS)
+
+
+# Each with the marks a match must hold: a line without them is not searched (snippets turn
+# every hit's passage into text, and most lines have no emphasis).
 _EMPHASIS = (
-    re.compile(r"(\*\*)(?=\S)(.+?)(?<=\S)\*\*"),
-    re.compile(r"(?<![\w\\])(__)(?=\S)(.+?)(?<=\S)__(?!\w)"),  # "_" never emphasises inside a word: window.__name__
-    re.compile(r"(~~|==)(?=\S)(.+?)(?<=\S)\1"),
-    re.compile(r"(?<![\w*\\])(\*)(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"),
-    re.compile(r"(?<![\w\\])(_)(?=[^\s_])(.+?)(?<=[^\s_])_(?!\w)"),
+    (("**",), re.compile(r"(\*\*)(?=\S)(.+?)(?<=\S)\*\*")),
+    (("__",), re.compile(r"(?<![\w\\])(__)(?=\S)(.+?)(?<=\S)__(?!\w)")),  # "_" never emphasises inside a word: window.__name__
+    (("~~", "=="), re.compile(r"(~~|==)(?=\S)(.+?)(?<=\S)\1")),
+    (("*",), re.compile(r"(?<![\w*\\])(\*)(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")),
+    (("_",), re.compile(r"(?<![\w\\])(_)(?=[^\s_])(.+?)(?<=[^\s_])_(?!\w)")),
 )
 _DENDRON_VAULT = re.compile(r"^dendron://[^/]*/")
 _ATTACHMENT = re.compile(r"\.(?!md$)[A-Za-z0-9]{1,5}$")
@@ -175,7 +184,8 @@ def _line(line: str) -> str:
         indent, mark, number, box = item.groups()
         bullet = indent + (number or "•") + " " + ("" if box is None else "☐ " if box == " " else "☑ ")
         line = line[item.end() :]
-    line = _BLOCK_ID.sub("", line)
+    if "^" in line:
+        line = _BLOCK_ID.sub("", line)
     if line.lstrip().startswith("|") or line.rstrip().endswith("|") and line.count("|") > 1:
         line = " | ".join(cell.strip() for cell in line.strip().strip("|").split("|"))
     return bullet + _inline(line)
@@ -206,10 +216,11 @@ def _inline(text: str) -> str:
         text = _STRAY_WIKILINK.sub("", text)
     if "<" in text:
         text = _AUTOLINK.sub(lambda m: keep(m.group(1)), text)
-    text = URL.sub(lambda m: keep(m.group(0)), text)
-    for emphasis in _EMPHASIS:
+    if has_url(text):
+        text = URL.sub(lambda m: keep(m.group(0)), text)
+    for marks, emphasis in _EMPHASIS:
         previous = None
-        while previous != text:  # nested: ***both*** or **a _b_ c**
+        while previous != text and any(mark in text for mark in marks):  # nested: ***both*** or **a _b_ c**
             previous, text = text, emphasis.sub(lambda m: m.group(2), text)
     if "&" in text:
         text = html.unescape(text)

@@ -424,16 +424,17 @@ class Searcher:
         """Up to ``depth`` passages from each list, one per note (or every passage), with their
         signals; and why there is no vector list, when there is none."""
         parts = query_parts(query)
-        # The two searches run side by side: SQLite and onnxruntime release the GIL. A vector
-        # search whose query vector is known needs no model: it runs here, without a thread's hop.
-        vec_future = None
+        # The two searches run side by side: SQLite, onnxruntime and the matrix product release
+        # the GIL. A vector search whose query vector is known needs no model: alone, it runs
+        # here, without a thread's hop.
+        vector_future = None
         if "vec" in lists:
             known = self._known_query_vector(query)
             if known is not None and "fts" not in lists:
-                vec_future = Future()
-                vec_future.set_result((known, self.store.vec_search(known, depth, where)))
+                vector_future = Future()
+                vector_future.set_result((known, self.store.vec_search(known, depth, where)))
             else:
-                vec_future = self._pool.submit(self._vec_search, query, depth, where)
+                vector_future = self._pool.submit(self._vec_search, query, depth, where)
         fts_hits = []
         if parts and "fts" in lists:
             total, frequencies = self._phrase_frequencies(parts)
@@ -443,9 +444,9 @@ class Searcher:
         vec_hits: list[tuple[int, float]] = []
         query_vector: bytes | None = None
         vector_error = None
-        if vec_future is not None:
+        if vector_future is not None:
             try:
-                query_vector, vec_hits = vec_future.result(timeout=VECTOR_TIMEOUT_SECONDS)
+                query_vector, vec_hits = vector_future.result(timeout=VECTOR_TIMEOUT_SECONDS)
             except (EmbedderUnavailable, FutureTimeout) as exc:
                 vector_error = str(exc) if isinstance(exc, EmbedderUnavailable) else self._slow_reason()
 
@@ -511,13 +512,13 @@ class Searcher:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _vec_search(self, query: str, depth: int, where: Filter) -> tuple[bytes, list[tuple[int, float]]]:
-        vector = self._query_vector(query)
-        return vector, self.store.vec_search(vector, depth, where)
-
     def _slow_reason(self) -> str:
         model = f"{self.embedder.kind} {self.embedder.config.model}"
         return f"the embedder did not answer within {VECTOR_TIMEOUT_SECONDS:g} s ({model} is busy or stuck)"
+
+    def _vec_search(self, query: str, depth: int, where: Filter) -> tuple[bytes, list[tuple[int, float]]]:
+        vector = self._query_vector(query)
+        return vector, self.store.vec_search(vector, depth, where)
 
     def _known_query_vector(self, query: str) -> bytes | None:
         """The query's vector if it was made lately by the model loaded now; None otherwise."""

@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from tarsd.markdown.tokens import index_text_positions
-from tarsd.markdown.visible import URL, visible_text
+from tarsd.markdown.visible import URL, has_url, visible_text
 
 SNIPPET_TOKENS = 24
 # A match this many words into the window, when the passage allows: some words lead up to it.
@@ -50,7 +52,7 @@ def make_snippet(
     words = _words(text, token_spans)
     if not words:
         return " ".join(text.split())
-    urls = [match.span() for match in URL.finditer(text)]
+    urls = [match.span() for match in URL.finditer(text)] if has_url(text) else []
     found = [
         (first, last, number)
         for first, last, number in _matches(words, phrases)
@@ -93,16 +95,13 @@ def _inside_word(text: str, start: int, end: int) -> bool:
 
 def _words(text: str, token_spans: TokenSpans) -> list[tuple[int, int, str]]:
     """(start, end, token) of each keyword token of ``text``, as offsets in ``text``."""
+    if text.isascii():  # no CJK to set apart, and a byte's offset is the character's
+        return token_spans(text)
     spaced, positions = index_text_positions(text)
-    encoded = spaced.encode("utf-8")
-    if len(encoded) == len(spaced):
-        character = range(len(spaced) + 1)
-    else:  # byte offset -> character offset
-        character = [0] * (len(encoded) + 1)
-        at = 0
-        for i, char in enumerate(spaced):
-            at += len(char.encode("utf-8"))
-            character[at] = i + 1
+    # Byte offset -> character offset: the characters starting before it (a UTF-8 character
+    # starts at every byte but a continuation byte, 0b10xxxxxx).
+    starts = np.frombuffer(spaced.encode("utf-8"), dtype=np.uint8) & 0xC0 != 0x80
+    character = [0, *np.cumsum(starts).tolist()]
     return [(positions[character[start]], positions[character[end]], token) for start, end, token in token_spans(spaced)]
 
 
@@ -117,8 +116,12 @@ def _matches(words: list[tuple[int, int, str]], phrases: list[QueryPhrase]) -> l
             first_is_prefix.append((number, phrase))
         else:
             by_first.setdefault(phrase.tokens[0], []).append((number, phrase))
+    tokens = [token for _, _, token in words]
+    # Only the words some phrase starts with are looked at, unless any word may start a prefix.
+    starts = range(len(tokens)) if first_is_prefix else [i for i, token in enumerate(tokens) if token in by_first]
     found = []
-    for i, (_, _, token) in enumerate(words):
+    for i in starts:
+        token = tokens[i]
         here = by_first.get(token)
         if first_is_prefix:
             starting = [(number, p) for number, p in first_is_prefix if token.startswith(p.tokens[0])]
@@ -128,8 +131,8 @@ def _matches(words: list[tuple[int, int, str]], phrases: list[QueryPhrase]) -> l
             n = len(phrase.tokens)
             if i + n > len(words):
                 continue
-            last = words[i + n - 1][2]
-            if all(words[i + k][2] == phrase.tokens[k] for k in range(1, n - 1)) and (
+            last = tokens[i + n - 1]
+            if all(tokens[i + k] == phrase.tokens[k] for k in range(1, n - 1)) and (
                 last.startswith(phrase.tokens[-1]) if phrase.prefix else last == phrase.tokens[-1]
             ):
                 found.append((i, i + n - 1, number))

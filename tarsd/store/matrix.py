@@ -14,10 +14,49 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tarsd.config.budget import usable_cores
+
 GROWTH = 1.5
+# The product of the matrix and the query runs in slices of at least this many rows, one per
+# core, on threads of this module's own; BLAS itself runs on one thread. OpenBLAS's threads spin
+# for a while after each product, and beside a hybrid search's keyword query and the next
+# query's embedding they took the CPU both needed (10,000 notes, bench/search_latency.py: hybrid
+# p50 27 ms with OpenBLAS's two threads, 17 ms this way); these threads sleep when idle. One
+# thread does 30,000 rows in about 1.5 ms here, two 0.9 ms; 400,000 rows 40 ms and 20 ms.
+SLICE_ROWS = 8_192
+
+
+def blas_on_one_thread() -> None:
+    """Keep numpy's BLAS (OpenBLAS; Accelerate on a Mac does not spin, and is left alone) to
+    the calling thread, for the whole process."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
+class Product:
+    """matrix[:rows] @ query, in slices on ``workers`` threads (the caller's among them)."""
+
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+        self._pool = ThreadPoolExecutor(max_workers=self.workers - 1, thread_name_prefix="vec-product") if self.workers > 1 else None
+
+    def __call__(self, matrix: np.ndarray, rows: int, query: np.ndarray) -> np.ndarray:
+        out = np.empty(rows, dtype=np.float32)
+        slices = min(self.workers, max(1, rows // SLICE_ROWS))
+        bounds = [rows * i // slices for i in range(slices + 1)]
+        others = [
+            self._pool.submit(np.matmul, matrix[start:end], query, out=out[start:end])
+            for start, end in zip(bounds[1:-1], bounds[2:], strict=True)
+        ]
+        np.matmul(matrix[: bounds[1]], query, out=out[: bounds[1]])
+        for other in others:
+            other.result()
+        return out
 
 
 class LoadedVectors:
@@ -43,8 +82,9 @@ class LoadedVectors:
 
 
 class VectorIndex:
-    def __init__(self) -> None:
+    def __init__(self, workers: int | None = None) -> None:
         self._lock = threading.Lock()
+        self._product = Product(usable_cores() if workers is None else workers)
         self.dims = 0
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)  # chunk id per row; -1: a free row
@@ -71,6 +111,7 @@ class VectorIndex:
     def load_with(self, read: Callable[[], LoadedVectors]) -> None:
         """Load what ``read`` returns, holding the lock throughout: a commit applied meanwhile
         waits, and lands on top of what was read (its changes apply twice, harmlessly)."""
+        blas_on_one_thread()
         with self._lock:
             self._install(read())
 
@@ -128,7 +169,7 @@ class VectorIndex:
             used = self._used
             if used == 0 or query.shape[0] != self.dims:
                 return []
-            scores = self._matrix[:used] @ query
+            scores = self._product(self._matrix, used, query)
             ids = self._ids[:used]
             scores[ids < 0] = -np.inf
             if allowed is not None:

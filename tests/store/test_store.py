@@ -90,3 +90,18 @@ def test_the_vectors_load_into_arrays_made_once_and_grow_for_rows_committed_mean
     index.apply([("put", [(3000, vectors[0].tobytes())]), ("drop", [1])])
     assert index.search(vectors[0], 1)[0][0] == 3000  # the new row, past the grown capacity
     assert 1 not in dict(index.search(vectors[0], 2600)) and len(index) == 2500
+
+
+@pytest.mark.parametrize("rows", [1, 8_191, 8_192 * 2 - 1, 8_192 * 2, 8_192 * 3 + 5])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_matrix_product_in_slices_is_the_whole_product(rows, workers):
+    """Each slice of rows is computed on its own thread: every row of the result is there, once,
+    and equal to numpy's own product, whatever the rows and threads."""
+    from tarsd.store.matrix import Product
+
+    rng = np.random.default_rng(rows + workers)
+    matrix = rng.standard_normal((rows + 7, 16)).astype(np.float32)  # rows past ``rows`` are unused capacity
+    query = rng.standard_normal(16).astype(np.float32)
+    got = Product(workers)(matrix, rows, query)
+    assert got.shape == (rows,)
+    np.testing.assert_allclose(got, matrix[:rows] @ query, rtol=1e-5, atol=1e-5)
