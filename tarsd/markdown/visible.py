@@ -218,10 +218,11 @@ def _inline(text: str) -> str:
         text = _AUTOLINK.sub(lambda m: keep(m.group(1)), text)
     if has_url(text):
         text = URL.sub(lambda m: keep(m.group(0)), text)
-    for marks, emphasis in _EMPHASIS:
-        previous = None
-        while previous != text and any(mark in text for mark in marks):  # nested: ***both*** or **a _b_ c**
-            previous, text = text, emphasis.sub(lambda m: m.group(2), text)
+    if "*" in text or "_" in text or "~~" in text or "==" in text:
+        for marks, emphasis in _EMPHASIS:
+            previous = None
+            while previous != text and any(mark in text for mark in marks):  # nested: ***both*** or **a _b_ c**
+                previous, text = text, emphasis.sub(lambda m: m.group(2), text)
     if "&" in text:
         text = html.unescape(text)
     while "\ue000" in text:  # kept text can hold kept text (a URL in a link's text)

@@ -390,8 +390,9 @@ class Searcher:
             for c in pool:
                 c.fused = fuse_tars(c)
             if self.graph is not None:
-                self._count_links(sorted(pool, key=lambda c: (-c.fused, c.path))[:LINK_TOP])
-                for c in pool:
+                top = sorted(pool, key=lambda c: (-c.fused, c.path))[:LINK_TOP]
+                self._count_links(top)
+                for c in top:  # the only ones links were counted for
                     c.fused = fuse_tars(c)
             by_value = sorted(pool, key=lambda c: (-c.fused, c.path))
             order = {id(c): rank for rank, c in enumerate(by_value, 1)}

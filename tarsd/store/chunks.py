@@ -4,11 +4,16 @@ with their keyword rows (fts.py) and vectors (vectors.py), so the three never di
 
 from __future__ import annotations
 
+import itertools
+import threading
 from dataclasses import dataclass
+
+import numpy as np
 
 from tarsd.markdown.chunker import Chunk
 from tarsd.store.connection import Connections
 from tarsd.store.fts import Keywords
+from tarsd.store.passage_notes import PASSAGES_ADDED, PASSAGES_DROPPED
 from tarsd.store.vectors import Vectors
 
 
@@ -31,6 +36,7 @@ class Chunks:
         self.db = db
         self.keywords = keywords
         self.vectors = vectors
+        self._notes_loading = threading.Lock()
 
     def delete(self, file_id: int) -> None:
         """A note's chunks, their keyword rows and vectors, inside the caller's write."""
@@ -42,8 +48,9 @@ class Chunks:
         self.keywords.drop(ids, marks)
         self.vectors.drop(ids, marks)
         conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+        self.db._change(PASSAGES_DROPPED, ids)
 
-    def insert(self, file_id: int, titles: str, chunks: list[Chunk], cached: dict[str, bytes], has_vectors: bool) -> int:
+    def insert(self, file_id: int, path: str, titles: str, chunks: list[Chunk], cached: dict[str, bytes], has_vectors: bool) -> int:
         """A note's new chunks with their keyword rows, and the vectors ``cached`` holds for them
         (by content hash), inside the caller's write. Returns the number left pending."""
         first_id = self._take_chunk_ids(len(chunks))
@@ -68,6 +75,7 @@ class Chunks:
             ],
         )
         self.keywords.add(first_id, titles, chunks)
+        self.db._change(PASSAGES_ADDED, (file_id, path, range(first_id, first_id + len(chunks))))
         found = [(first_id + i, vector) for i, vector in enumerate(vectors) if vector is not None]
         self.vectors.add(found)
         return len(chunks) - len(found)
@@ -98,10 +106,18 @@ class Chunks:
 
     def chunk_notes(self, ids: list[int]) -> dict[int, tuple[int, str]]:
         """chunk id -> (file id, path), for collapsing results to one per note."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.db.reader().execute(
-            f"SELECT c.id, c.file_id, f.path FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({marks})", ids
-        )
-        return {r[0]: (r[1], r[2]) for r in rows}
+        notes = self.db.notes
+        if not notes.loaded:
+            with self._notes_loading:
+                if not notes.loaded:
+                    notes.load_with(self._read_passage_notes)
+        return notes.owners(ids)
+
+    def _read_passage_notes(self) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+        # Runs holding the map's lock, through this thread's reader only (as vectors.py's read:
+        # the store's lock is held by a writer applying its commit here). The pairs stream
+        # into one array, never a list of Python tuples (646,000 of them at 100,000 notes).
+        reader = self.db.reader()
+        pairs = np.fromiter(itertools.chain.from_iterable(reader.execute("SELECT id, file_id FROM chunks")), dtype=np.int64)
+        pairs = pairs.reshape(-1, 2)
+        return pairs[:, 0], pairs[:, 1], dict(reader.execute("SELECT id, path FROM files").fetchall())

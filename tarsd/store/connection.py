@@ -23,6 +23,7 @@ import apsw
 from tarsd.config.budget import SQLITE_CACHE_MB
 from tarsd.store.errors import StoreError, explain
 from tarsd.store.matrix import VectorIndex
+from tarsd.store.passage_notes import PassageNotes
 from tarsd.store.schema import collection_id, migrate
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class Batch:
 
 class Connections:
     """The index's connections and transactions. Thread-safe: one writing connection, calls
-    serialised by a lock. Its underscored members (_writing, _vector_change, _local) are for
+    serialised by a lock. Its underscored members (_writing, _change, _local) are for
     the table families in this package, not for callers."""
 
     def __init__(self, path: Path, cache_mb: int = SQLITE_CACHE_MB):
@@ -180,9 +181,10 @@ class Connections:
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
-        # The vectors in memory (see matrix.py), and the changes writes made to them that wait
-        # for the outermost transaction to commit.
+        # The vectors and the passages' notes in memory (see matrix.py, passage_notes.py), and the
+        # changes writes made to them that wait for the outermost transaction to commit.
         self.vectors = VectorIndex()
+        self.notes = PassageNotes()
         self._ops: list[list[tuple[str, object]]] = []
         self._pending: list[tuple[str, object]] = []
         self._batch_open = False  # a Batch holds the transaction: writes join it
@@ -279,13 +281,15 @@ class Connections:
             if not self._ops and not self.conn.in_transaction:
                 self.committed()
 
-    def _vector_change(self, kind: str, payload: object) -> None:
+    def _change(self, kind: str, payload: object) -> None:
+        """A change this write makes to what is kept in memory (matrix.py, passage_notes.py)."""
         self._ops[-1].append((kind, payload))
 
     def committed(self) -> None:
-        """The outermost transaction committed: show its vector changes."""
+        """The outermost transaction committed: show its changes to what is kept in memory."""
         pending, self._pending = self._pending, []
         self.vectors.apply(pending)
+        self.notes.apply(pending)
 
     def rolled_back(self) -> None:
         self._pending = []

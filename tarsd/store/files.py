@@ -13,6 +13,7 @@ from tarsd.store.chunks import Chunks
 from tarsd.store.connection import Connections
 from tarsd.store.fts import title_terms
 from tarsd.store.links import NoteGraph
+from tarsd.store.passage_notes import NOTE_DROPPED
 from tarsd.store.vectors import Vectors
 
 
@@ -119,7 +120,7 @@ class Files:
                 ).fetchall()[0][0]
             self.graph.insert(file_id, meta.links, meta.tags, meta.names)
             titles = title_terms(meta.title, meta.aliases, meta.tags, meta.path)
-            return self.chunks.insert(file_id, titles, chunks, cached, has_vectors)
+            return self.chunks.insert(file_id, meta.path, titles, chunks, cached, has_vectors)
 
     def record_skipped(self, path: str, mtime_ns: int, size: int, content_hash: str | None, problem: str, memory_type: str) -> None:
         """A file that could not be indexed: no chunks, but a row saying why."""
@@ -144,6 +145,7 @@ class Files:
                 return False
             self.chunks.delete(state.id)
             self.db.conn.execute("DELETE FROM files WHERE id = ?", (state.id,))
+            self.db._change(NOTE_DROPPED, state.id)
             return True
 
     def problems(self) -> list[tuple[str, bool, str]]:

@@ -116,8 +116,9 @@ class VectorIndex:
             self._install(read())
 
     def apply(self, changes: list[tuple[str, object]]) -> None:
-        """Committed changes: ("put", [(chunk id, bytes)]), ("drop", [chunk ids]), ("reset", dims).
-        Before the first load there is nothing to change: the load reads the committed state."""
+        """Committed changes: ("put", [(chunk id, bytes)]), ("drop", [chunk ids]), ("reset", dims);
+        other kinds are passage_notes.py's. Before the first load there is nothing to change: the
+        load reads the committed state."""
         with self._lock:
             if not self.loaded:
                 return
@@ -126,7 +127,7 @@ class VectorIndex:
                     self._put(payload)
                 elif kind == "drop":
                     self._drop(payload)
-                else:
+                elif kind == "reset":
                     self._install(LoadedVectors(payload))
 
     def _put(self, items: list[tuple[int, bytes]]) -> None:

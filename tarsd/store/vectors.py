@@ -83,20 +83,20 @@ class Vectors:
             db.conn.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
             db.set_meta("vector_fingerprint", _space(fingerprint))
             db.set_meta("vector_dims", str(int(dims)))
-            db._vector_change("reset", int(dims))
+            db._change("reset", int(dims))
             return True
 
     def add(self, rows: list[tuple[int, bytes]]) -> None:
         """(chunk id, vector) rows of new chunks, inside the caller's write."""
         if rows:
             self.db.conn.executemany("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", rows)
-            self.db._vector_change("put", rows)
+            self.db._change("put", rows)
 
     def drop(self, ids: list[int], marks: str) -> None:
         """The vectors of deleted chunks (``marks``: one '?' per id), inside the caller's write."""
         if self.has_vector_table():
             self.db.conn.execute(f"DELETE FROM chunk_vectors WHERE rowid IN ({marks})", ids)
-            self.db._vector_change("drop", ids)
+            self.db._change("drop", ids)
 
     def cached_vectors(self, fingerprint: str | None, hashes: Iterable[str]) -> dict[str, bytes]:
         if fingerprint is None:
@@ -175,7 +175,7 @@ class Vectors:
                     for chunk_id in ids:
                         db.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
                         db.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
-                    db._vector_change("put", [(chunk_id, vector) for chunk_id in ids])
+                    db._change("put", [(chunk_id, vector) for chunk_id in ids])
                 attached += len(ids)
                 if len(ids) < VECTOR_WRITE_ROWS:
                     break
@@ -194,7 +194,7 @@ class Vectors:
             for chunk_id, vector in rows:
                 db.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
                 db.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
-            db._vector_change("put", rows)
+            db._change("put", rows)
         return len(rows)
 
     def vec_search(self, vector: bytes, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:

@@ -105,3 +105,45 @@ def test_the_matrix_product_in_slices_is_the_whole_product(rows, workers):
     got = Product(workers)(matrix, rows, query)
     assert got.shape == (rows,)
     np.testing.assert_allclose(got, matrix[:rows] @ query, rtol=1e-5, atol=1e-5)
+
+
+def _note(path: str, passages: int, seed: str):
+    from tarsd.markdown.chunker import Chunk
+    from tarsd.store.files import FileMeta
+
+    meta = FileMeta(path, path, "note", seed, 1, 1, "test", [], [], False)
+    chunks = [Chunk(i, i + 1, i + 1, "", f"{seed} passage {i}", f"{seed} passage {i}", f"{seed}-{i}", 3) for i in range(passages)]
+    return meta, chunks
+
+
+def _owners_in_sqlite(store: Store) -> dict[int, tuple[int, str]]:
+    rows = store.conn.execute("SELECT c.id, c.file_id, f.path FROM chunks c JOIN files f ON f.id = c.file_id").fetchall()
+    return {chunk: (file_id, path) for chunk, file_id, path in rows}
+
+
+def test_the_passage_notes_in_memory_follow_every_commit_and_no_rollback(tmp_path):
+    """Search turns passages into their notes from memory, not SQLite: after writes, rewrites,
+    deletes, a rename (a new file row) and a batch that rolled back, it answers for every
+    passage id ever used exactly what SQLite holds, and nothing for a passage that is gone."""
+    store = Store(tmp_path / "db.sqlite3")
+    try:
+        for i in range(5):
+            store.replace_file(*_note(f"n{i}.md", 3, f"first{i}"), {})
+        ever_used = set(_owners_in_sqlite(store))
+        assert store.chunk_notes(sorted(ever_used)) == _owners_in_sqlite(store)  # loaded here, from SQLite
+
+        store.replace_file(*_note("n1.md", 5, "rewritten"), {})  # new passages, same file row
+        store.delete_file("n2.md")
+        store.delete_file("n4.md")  # the highest file id: SQLite may give it to the next new file
+        store.replace_file(*_note("renamed.md", 2, "moved"), {})
+        with pytest.raises(RuntimeError), store.batch() as batch:
+            batch.tick()
+            store.replace_file(*_note("n0.md", 4, "lost"), {})
+            store.delete_file("n3.md")
+            raise RuntimeError("the sync failed")
+        ever_used |= set(_owners_in_sqlite(store)) | {max(ever_used) + 50}
+        truth = _owners_in_sqlite(store)
+        assert store.chunk_notes(sorted(ever_used)) == truth
+        assert {path for _, path in truth.values()} == {"n0.md", "n1.md", "n3.md", "renamed.md"}
+    finally:
+        store.close()
