@@ -55,6 +55,11 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total)
 BIG_NOTE_CHARS = 256_000
 # Notes prepared ahead of the one being written, during a long sync.
 PREPARED_WINDOW = 64
+# How long the writer waits for a note still being chunked before it commits what it has. Every
+# commit writes the keyword rows held in memory as a segment of their own (merged later): a
+# commit per wait made ~800 commits of a cold 10,000-note index, where most waits last only as
+# long as one ordinary note's chunking.
+READY_WAIT_SECONDS = 0.05
 
 
 @dataclass(slots=True)
@@ -283,7 +288,7 @@ class Indexer:
         """``prepared`` once its chunks are ready. While a worker still chunks it, the batch is
         committed first: a big note takes seconds (a 5 MB line took 10 s on a busy box), and the
         write lock held meanwhile made a chat's write wait past its busy timeout and fail."""
-        if not prepared.future.done():
+        if not prepared.future.done() and not wait([prepared.future], timeout=READY_WAIT_SECONDS).done:
             batch.commit()
             wait([prepared.future])
         return prepared
