@@ -249,6 +249,7 @@ class Connections:
             self._readers.clear()
         with self.lock:
             self.conn.close()
+        self.vectors.close()
 
     def get_meta(self, key: str) -> str | None:
         with self.lock:

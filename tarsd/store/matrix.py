@@ -58,6 +58,10 @@ class Product:
             other.result()
         return out
 
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
 
 class LoadedVectors:
     """The rows read from the index for a first load, filled into arrays allocated once."""
@@ -95,6 +99,10 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def close(self) -> None:
+        """Let the product's threads go (the store is closing)."""
+        self._product.close()
 
     @property
     def nbytes(self) -> int:
