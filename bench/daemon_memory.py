@@ -247,7 +247,8 @@ def budget(args: argparse.Namespace, work: Path, vault: Path) -> None:
 _BARE_MODEL = """
 import sys, json
 from pathlib import Path
-from tarsd.embed.onnx_model import OnnxEncoder, folded_model
+from tarsd.embed.folding import folded_model
+from tarsd.embed.onnx_model import OnnxEncoder
 model, cache, threads, batch = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 texts = json.loads(sys.stdin.read())
 encoder = OnnxEncoder(folded_model(model / "model.onnx", cache), model / "tokenizer.json", 256, "mean", threads)

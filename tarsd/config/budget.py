@@ -27,6 +27,9 @@ from tarsd.config.settings import Config
 MB = 1024 * 1024
 LOW_MEMORY_MB = 2048  # under this (a Pi with 1 or 2 GB, a service given 1 GB), the low-memory settings below
 LOW_MALLOC_ARENAS = 2
+# Otherwise one malloc arena per core (at least 2), not glibc's 8 per core: each arena keeps
+# freed memory of its own, and tarsd's threads mostly wait. Idle with the model, 1,000 notes:
+# 172 MB with 2 arenas against 188 with glibc's default (bench/daemon_latency.py rss).
 LOW_SQLITE_CACHE_MB = 16
 SQLITE_CACHE_MB = 64
 LOW_CHUNK_WORKERS = 1
@@ -53,15 +56,16 @@ class Plan:
     low: bool  # under LOW_MEMORY_MB
     chunk_workers: int  # at most this many processes chunk notes in a long sync (and one core stays free)
     sqlite_cache_mb: int  # the writing connection's page cache
-    malloc_arenas: int | None  # glibc's M_ARENA_MAX, with a fixed mmap threshold; None: glibc's defaults
+    malloc_arenas: int  # glibc's M_ARENA_MAX (its default is 8 per core)
+    fixed_mmap_threshold: bool  # glibc's M_MMAP_THRESHOLD kept at its starting value (tarsd/index/heap.py)
     keyword_only: str  # why the local model is not loaded ("" when it is)
 
     def describe(self) -> str:
         """One line for the log and `tarsctl status`."""
         parts = []
+        threshold = "fixed mmap threshold, " if self.fixed_mmap_threshold else ""
+        parts.append(f"malloc: {threshold}{self.malloc_arenas} arena{'s' if self.malloc_arenas != 1 else ''}")
         if self.low:
-            if self.malloc_arenas is not None:
-                parts.append(f"malloc: fixed mmap threshold, {self.malloc_arenas} arenas")
             parts += [
                 f"SQLite cache {self.sqlite_cache_mb} MB",
                 f"{self.chunk_workers} chunking worker{'s' if self.chunk_workers != 1 else ''}",
@@ -88,7 +92,8 @@ def plan_for(config: Config, budget: Budget | None = None) -> Plan:
         low=low,
         chunk_workers=LOW_CHUNK_WORKERS if low else CHUNK_WORKERS,
         sqlite_cache_mb=LOW_SQLITE_CACHE_MB if low else SQLITE_CACHE_MB,
-        malloc_arenas=LOW_MALLOC_ARENAS if low else None,
+        malloc_arenas=LOW_MALLOC_ARENAS if low else max(LOW_MALLOC_ARENAS, usable_cores()),
+        fixed_mmap_threshold=low,
         keyword_only=keyword_only,
     )
 

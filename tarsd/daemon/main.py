@@ -343,11 +343,12 @@ def _memory_plan(config: Config) -> Plan:
     """The settings for tarsd's memory budget, logged once; malloc's settings go in before the
     threads that would each take an arena start."""
     from tarsd.config.budget import plan_for
-    from tarsd.index.heap import keep_heap_small
+    from tarsd.index.heap import fix_mmap_threshold, limit_arenas
 
     plan = plan_for(config)
-    if plan.malloc_arenas is not None:
-        keep_heap_small(plan.malloc_arenas)
+    limit_arenas(plan.malloc_arenas)
+    if plan.fixed_mmap_threshold:
+        fix_mmap_threshold()
     log.info("memory budget %s", plan.describe())
     if plan.keyword_only:
         log.warning("%s", plan.keyword_only)

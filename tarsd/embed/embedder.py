@@ -22,7 +22,8 @@ import numpy as np
 import platformdirs
 
 from tarsd.config.settings import APP_NAME, EmbedderConfig
-from tarsd.embed.onnx_model import OnnxEncoder, folded_model, pooling_of, truncation_of
+from tarsd.embed.folding import folded_model
+from tarsd.embed.onnx_model import OnnxEncoder, pooling_of, truncation_of
 from tarsd.markdown.chunker import HeuristicCounter, TokenCounter
 
 log = logging.getLogger(__name__)

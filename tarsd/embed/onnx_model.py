@@ -1,62 +1,20 @@
 """The local embedding model, run on onnxruntime: tokenize, encode, mean-pool (normalising is
 embed.py's).
 
-fastembed fetches the model once; tars runs it itself, for memory. The shipped
-all-MiniLM-L6-v2 stores its weights as int8 that the graph casts to float as it runs, and
-onnxruntime keeps both the int8 weights and the float copies its optimiser folds them into:
-about 190 MB for a 22 MB file. tars folds them once, into a float model in the user cache
-(in a child process, so tarsd never holds the conversion's peak), and runs that: the same
-vectors, about 75 MB (bench/daemon_latency.py rss; the vectors match to cosine 1.0000).
+fastembed fetches the model once; tars runs it itself, for memory: the model it runs is the
+one folding.py made of the download (its int8 weights folded to float once, the embedding
+tables kept int8), the same vectors in about 73 MB instead of about 190.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from tarsd.config.budget import usable_cores
-
-log = logging.getLogger(__name__)
-
-FOLD_TIMEOUT_SECONDS = 300
-# Runs in a child: onnxruntime writes the graph with its constants folded (the basic level
-# only: the result stays portable, unlike the hardware-specific higher levels).
-_FOLD = """
-import sys, onnxruntime as ort
-options = ort.SessionOptions()
-options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-options.optimized_model_filepath = sys.argv[2]
-ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
-"""
-
-
-def folded_model(model: Path, cache: Path) -> Path:
-    """The model with its weights folded to float, made once and kept in ``cache``; the
-    original when folding fails (it still works, with more memory)."""
-    digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
-    target = cache / f"folded-{digest}.onnx"
-    if target.is_file():
-        return target
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        temp = cache / f".folded-{digest}.{os.getpid()}.tmp"
-        subprocess.run(
-            [sys.executable, "-c", _FOLD, str(model), str(temp)], check=True, capture_output=True, text=True, timeout=FOLD_TIMEOUT_SECONDS
-        )
-        os.replace(temp, target)
-    except (OSError, subprocess.SubprocessError) as exc:
-        detail = exc.stderr.strip().splitlines()[-1] if isinstance(exc, subprocess.CalledProcessError) and exc.stderr else exc
-        log.warning("could not fold the embedding model's weights (%s): running %s as it is, with more memory", detail, model)
-        return model
-    return target
 
 
 class OnnxEncoder:

@@ -5,15 +5,16 @@ Embedding and long syncs allocate in bursts; glibc's malloc keeps the freed page
 process, so an idle daemon would stay at its peak. ``malloc_trim`` hands them back (about
 60 MB after an embedding backlog: bench/daemon_latency.py rss).
 
-Under a small budget tarsd also calls ``keep_heap_small`` at start (bench/daemon_memory.py
-levers has the figures). glibc serves a block over a threshold with a mapping of its own, which
-goes back to the system when freed; but each time such a block is freed it raises the threshold
-to that block's size (up to 32 MB). Once tarsd has freed one large array (the vector matrix
-outgrowing itself, a search's scores), the model's activations of 1 to 3 MB per run come from
-the heap instead, where freed memory stays: a 10,000-note backlog inside 512 MB grew into the
-limit that way. A fixed threshold turns that off. It also caps glibc's arenas (up to 8 per core,
-each keeping freed memory of its own) at 2. Other C libraries (macOS, musl) return memory on
-their own and have neither call: there these do nothing.
+tarsd caps glibc's arenas at start: one per core (at least 2; glibc's default is up to 8 per
+core, each keeping freed memory of its own), 2 under a small budget. Under a small budget it
+also fixes the mmap threshold (bench/daemon_memory.py levers has the figures). glibc serves a
+block over a threshold with a mapping of its own, which goes back to the system when freed; but
+each time such a block is freed it raises the threshold to that block's size (up to 32 MB).
+Once tarsd has freed one large array (the vector matrix outgrowing itself, a search's scores),
+the model's activations of 1 to 3 MB per run come from the heap instead, where freed memory
+stays: a 10,000-note backlog inside 512 MB grew into the limit that way. A fixed threshold
+turns that off. Other C libraries (macOS, musl) return memory on their own and have neither
+call: there these do nothing.
 """
 
 from __future__ import annotations
@@ -37,12 +38,16 @@ M_ARENA_MAX = -8
 MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept fixed
 
 
-def keep_heap_small(arenas: int) -> bool:
-    """A fixed mmap threshold and at most ``arenas`` malloc arenas. True when glibc took both."""
+def limit_arenas(arenas: int) -> bool:
+    """At most ``arenas`` malloc arenas. True when glibc took it."""
     mallopt = getattr(_libc(), "mallopt", None)
-    if mallopt is None:
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_ARENA_MAX, arenas))
+    return mallopt is not None and bool(mallopt(M_ARENA_MAX, arenas))
+
+
+def fix_mmap_threshold() -> bool:
+    """glibc's mmap threshold kept at its starting value (see above). True when glibc took it."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
 
 
 def return_freed_memory() -> None:

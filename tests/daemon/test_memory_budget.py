@@ -14,7 +14,7 @@ import pytest
 from harness.cgroup import CgroupUnavailable, MemoryCgroup
 from harness.daemon import wait_for
 from harness.vault_files import write
-from tarsd.config.budget import LOW_MEMORY_MB, MB, Budget, cgroup_limits, memory_budget, plan_for
+from tarsd.config.budget import LOW_MEMORY_MB, MB, Budget, cgroup_limits, memory_budget, plan_for, usable_cores
 from tarsd.config.settings import load_config
 
 NOTES = 1000
@@ -69,9 +69,11 @@ def test_the_settings_picked_from_the_budget(tmp_path: Path):
     empty.touch()  # never the user's own config
     config = load_config(path=empty, env={}, vault_path=tmp_path)
     usual = plan_for(config, Budget(LOW_MEMORY_MB * MB, "test"))
-    assert not usual.low and usual.malloc_arenas is None and usual.sqlite_cache_mb == 64 and not usual.keyword_only
+    assert not usual.low and usual.sqlite_cache_mb == 64 and not usual.keyword_only
+    assert usual.malloc_arenas == max(2, usable_cores()) and not usual.fixed_mmap_threshold  # one per core, not glibc's 8
+    assert f"(malloc: {usual.malloc_arenas} arenas)" in usual.describe()
     pi3 = plan_for(config, Budget(552 * MB, "cgroup v2 memory.high of /tarsd.service"))  # MemoryHigh=60% of a Pi 3
-    assert pi3.low and pi3.malloc_arenas == 2 and pi3.sqlite_cache_mb == 16 and pi3.chunk_workers == 1
+    assert pi3.low and pi3.malloc_arenas == 2 and pi3.fixed_mmap_threshold and pi3.sqlite_cache_mb == 16 and pi3.chunk_workers == 1
     assert not pi3.keyword_only
     described = pi3.describe()
     assert described.startswith("552 MB (cgroup v2 memory.high of /tarsd.service): low-memory settings")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tarsd.embed.onnx_model import OnnxEncoder, folded_model, truncation_of
+from tarsd.embed.folding import folded_model
+from tarsd.embed.onnx_model import OnnxEncoder, truncation_of
 
 PASSAGES = [
     "Sourdough needs a starter fed the evening before.",
