@@ -46,6 +46,9 @@ def folded_model(model: Path, cache: Path) -> Path:
             timeout=FOLD_TIMEOUT_SECONDS,
         )
         os.replace(temp, target)
+        for older in cache.glob(f"folded-*{digest}.onnx"):  # the same model folded by an older tars: 90 MB each
+            if older != target:
+                older.unlink(missing_ok=True)
     except (OSError, subprocess.SubprocessError) as exc:
         detail = exc.stderr.strip().splitlines()[-1] if isinstance(exc, subprocess.CalledProcessError) and exc.stderr else exc
         log.warning("could not fold the embedding model's weights (%s): running %s as it is, with more memory", detail, model)
