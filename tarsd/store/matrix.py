@@ -31,8 +31,8 @@ SLICE_ROWS = 8_192
 
 
 def blas_on_one_thread() -> None:
-    """Keep numpy's BLAS (OpenBLAS; Accelerate on a Mac does not spin, and is left alone) to
-    the calling thread, for the whole process."""
+    """Keep numpy's BLAS to the calling thread, for the whole process (threadpoolctl knows
+    OpenBLAS, MKL and BLIS; a numpy built on a Mac's Accelerate is left as it is)."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
