@@ -526,12 +526,16 @@ class Searcher:
         if not self.embedder.available():
             return None
         with self._query_vectors_lock:
-            return self._query_vectors.get((self.embedder.fingerprint or "", query))
+            return self._query_vectors.get(self._cache_key(query))
+
+    def _cache_key(self, query: str) -> tuple[str, str]:
+        """A query's vector is kept for the model that made it."""
+        return (self.embedder.fingerprint or "", query)
 
     def _query_vector(self, query: str) -> bytes:
         if not self.embedder.available():  # never waits for a model that is loading
             raise EmbedderUnavailable(self.embedder.unavailable_reason())
-        key = (self.embedder.fingerprint or "", query)
+        key = self._cache_key(query)
         with self._query_vectors_lock:
             vector = self._query_vectors.get(key)
         if vector is None:

@@ -5,7 +5,6 @@ with their keyword rows (fts.py) and vectors (vectors.py), so the three never di
 from __future__ import annotations
 
 import itertools
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +35,6 @@ class Chunks:
         self.db = db
         self.keywords = keywords
         self.vectors = vectors
-        self._notes_loading = threading.Lock()
 
     def delete(self, file_id: int) -> None:
         """A note's chunks, their keyword rows and vectors, inside the caller's write."""
@@ -108,9 +106,7 @@ class Chunks:
         """chunk id -> (file id, path), for collapsing results to one per note."""
         notes = self.db.notes
         if not notes.loaded:
-            with self._notes_loading:
-                if not notes.loaded:
-                    notes.load_with(self._read_passage_notes)
+            notes.load_with(self._read_passage_notes)
         return notes.owners(ids)
 
     def _read_passage_notes(self) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:

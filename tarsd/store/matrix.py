@@ -86,9 +86,9 @@ class LoadedVectors:
 
 
 class VectorIndex:
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._product = Product(usable_cores() if workers is None else workers)
+        self._product = Product(usable_cores())
         self.dims = 0
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)  # chunk id per row; -1: a free row
@@ -117,10 +117,13 @@ class VectorIndex:
         self._free, self._used, self.loaded = [], loaded.used, True
 
     def load_with(self, read: Callable[[], LoadedVectors]) -> None:
-        """Load what ``read`` returns, holding the lock throughout: a commit applied meanwhile
-        waits, and lands on top of what was read (its changes apply twice, harmlessly)."""
-        blas_on_one_thread()
+        """Load what ``read`` returns, once, holding the lock throughout: a commit applied
+        meanwhile waits, and lands on top of what was read (its changes apply twice, harmlessly);
+        a search that came meanwhile finds it loaded."""
         with self._lock:
+            if self.loaded:
+                return
+            blas_on_one_thread()
             self._install(read())
 
     def apply(self, changes: list[tuple[str, object]]) -> None:

@@ -26,7 +26,6 @@ GROWTH = 1.5
 PASSAGES_ADDED = "passages added"
 PASSAGES_DROPPED = "passages dropped"
 NOTE_DROPPED = "note dropped"
-CHANGES = (PASSAGES_ADDED, PASSAGES_DROPPED, NOTE_DROPPED)
 
 
 class PassageNotes:
@@ -37,9 +36,12 @@ class PassageNotes:
         self.loaded = False
 
     def load_with(self, read: Callable[[], tuple[np.ndarray, np.ndarray, dict[int, str]]]) -> None:
-        """Load what ``read`` returns (chunk ids, their file ids, each file's path), holding the
-        lock throughout: a commit applied meanwhile waits, and lands on top of what was read."""
+        """Load what ``read`` returns (chunk ids, their file ids, each file's path), once, holding
+        the lock throughout: a commit applied meanwhile waits, and lands on top of what was read;
+        a search that came meanwhile finds it loaded."""
         with self._lock:
+            if self.loaded:
+                return
             chunks, files, paths = read()
             self._file_of = np.zeros(int(int(chunks.max(initial=0)) * GROWTH) + 1024, dtype=np.int32)
             self._file_of[chunks] = files

@@ -5,7 +5,6 @@ the passages still waiting for a vector, and vector search over the in-memory ma
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -32,15 +31,12 @@ class Vectors:
     def __init__(self, db: Connections):
         self.db = db
         self._has_vectors: bool | None = None
-        self._vectors_loading = threading.Lock()
 
     def vector_index(self) -> VectorIndex:
         """The in-memory vectors, loaded from the index on first use."""
         vectors = self.db.vectors
         if not vectors.loaded:
-            with self._vectors_loading:
-                if not vectors.loaded:
-                    vectors.load_with(self._read_vectors)
+            vectors.load_with(self._read_vectors)
         return vectors
 
     def _read_vectors(self) -> LoadedVectors:

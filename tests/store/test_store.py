@@ -88,6 +88,7 @@ def test_the_vectors_load_into_arrays_made_once_and_grow_for_rows_committed_mean
     loaded.append(9999, np.ones(4, np.float32).tobytes())  # another space's width
     index = VectorIndex()
     index.load_with(lambda: loaded)
+    index.load_with(lambda: pytest.fail("the vectors were read again"))  # loaded once: a second search waits, then finds them
     assert len(index) == 2500 and 9999 not in dict(index.search(np.ones(8, np.float32) / 8**0.5, 2500))
     for probe in (0, 1999, 2000, 2499):
         [(chunk, cosine)] = index.search(vectors[probe], 1)
@@ -136,6 +137,7 @@ def test_the_passage_notes_in_memory_follow_every_commit_and_no_rollback(tmp_pat
             store.replace_file(*_note(f"n{i}.md", 3, f"first{i}"), {})
         ever_used = set(_owners_in_sqlite(store))
         assert store.chunk_notes(sorted(ever_used)) == _owners_in_sqlite(store)  # loaded here, from SQLite
+        store.notes.load_with(lambda: pytest.fail("the passages' notes were read again"))
 
         store.replace_file(*_note("n1.md", 5, "rewritten"), {})  # new passages, same file row
         store.delete_file("n2.md")
