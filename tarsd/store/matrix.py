@@ -1,10 +1,10 @@
-"""Every passage vector in one in-memory matrix, kept in step with the index's commits.
+"""Every passage vector in memory, as 8-bit rows (quantized.py), kept in step with the index's commits.
 
 sqlite-vec keeps the vectors on disk (the index is one file, rebuilt from the vault); its
-brute-force KNN reads them all on every query (about 25 ms for 30,000 passages here). A
-float32 matrix in memory answers the same question with one matrix product (about 1 ms),
-gives any passage's exact similarity (hybrid search needs it for keyword hits the vector
-top-k missed), and applies filters as a mask before the top-k cut.
+brute-force KNN reads them all on every query (about 25 ms for 30,000 passages here). The rows
+in memory answer the same question with one integer product (about 0.5 ms for 30,000 rows, 8 ms
+for 400,000), give any passage's similarity (hybrid search needs it for keyword hits the vector
+top-k missed), and apply filters as a mask before the top-k cut.
 
 The store records what each write does to the vectors and applies it here only after the
 outermost transaction has committed: a batch that fails or rolls back never shows.
@@ -14,107 +14,113 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from tarsd.config.budget import usable_cores
+from tarsd.config.heap import return_freed_memory
+from tarsd.store.quantized import Scan, exact_scores, quantize_rows
 
 GROWTH = 1.5
-# The product of the matrix and the query runs in slices of at least this many rows, one per
-# core, on threads of this module's own; BLAS itself runs on one thread. OpenBLAS's threads spin
-# for a while after each product, and beside a hybrid search's keyword query and the next
-# query's embedding they took the CPU both needed (10,000 notes, bench/search_latency.py: hybrid
-# p50 27 ms with OpenBLAS's two threads, 17 ms this way); these threads sleep when idle. One
-# thread does 30,000 rows in about 1.5 ms here, two 0.9 ms; 400,000 rows 40 ms and 20 ms.
-SLICE_ROWS = 8_192
+# Rows rounded at a time while the vectors load: the float rows waiting are 6 MB at 384 dimensions.
+LOAD_BLOCK = 4_096
+# The scan ranks every row with the query rounded; this many of its best (twice the asked-for,
+# and at least 64 more) are scored again with the query as it is before the cut. The query's
+# rounding moves a score by about 0.001: a passage outside these never belonged in the top k.
+RESCORE_FACTOR = 2
+RESCORE_EXTRA = 64
 
 
 def blas_on_one_thread() -> None:
     """Keep numpy's BLAS to the calling thread, for the whole process (threadpoolctl knows
-    OpenBLAS, MKL and BLIS; a numpy built on a Mac's Accelerate is left as it is)."""
+    OpenBLAS, MKL and BLIS; a numpy built on a Mac's Accelerate is left as it is). The re-scoring
+    products are small, and OpenBLAS's threads spin for a while after each one: beside a hybrid
+    search's keyword query and the next query's embedding they took the CPU both needed."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
 
 
-class Product:
-    """matrix[:rows] @ query, in slices on ``workers`` threads (the caller's among them)."""
-
-    def __init__(self, workers: int):
-        self.workers = max(1, workers)
-        self._pool = ThreadPoolExecutor(max_workers=self.workers - 1, thread_name_prefix="vec-product") if self.workers > 1 else None
-
-    def __call__(self, matrix: np.ndarray, rows: int, query: np.ndarray) -> np.ndarray:
-        out = np.empty(rows, dtype=np.float32)
-        slices = min(self.workers, max(1, rows // SLICE_ROWS))
-        bounds = [rows * i // slices for i in range(slices + 1)]
-        others = [
-            self._pool.submit(np.matmul, matrix[start:end], query, out=out[start:end])
-            for start, end in zip(bounds[1:-1], bounds[2:], strict=True)
-        ]
-        np.matmul(matrix[: bounds[1]], query, out=out[: bounds[1]])
-        for other in others:
-            other.result()
-        return out
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-
-
 class LoadedVectors:
-    """The rows read from the index for a first load, filled into arrays allocated once."""
+    """The rows read from the index for a first load, rounded a block at a time into arrays
+    allocated once (``flush`` rounds the last block)."""
 
     def __init__(self, dims: int, capacity: int = 0):
         self.dims = dims
-        self.matrix = np.zeros((capacity, dims), dtype=np.float32)
+        self.codes = np.zeros((capacity, dims), dtype=np.uint8)
+        self.scales = np.zeros(capacity, dtype=np.float32)
         self.ids = np.full(capacity, -1, dtype=np.int64)
         self.used = 0
+        self._block = np.empty((LOAD_BLOCK, dims), dtype=np.float32)
+        self._block_ids: list[int] = []
 
     def append(self, chunk: int, blob: bytes) -> None:
         vector = np.frombuffer(blob, dtype=np.float32)
         if vector.shape[0] != self.dims:
             return  # from another vector space: never mixed in
-        if self.used == len(self.ids):  # rows committed since they were counted
-            capacity = max(1024, int(len(self.ids) * GROWTH))
-            self.matrix = np.concatenate([self.matrix, np.zeros((capacity - len(self.ids), self.dims), np.float32)])
-            self.ids = np.concatenate([self.ids, np.full(capacity - len(self.ids), -1, np.int64)])
-        self.matrix[self.used] = vector
-        self.ids[self.used] = chunk
-        self.used += 1
+        self._block[len(self._block_ids)] = vector
+        self._block_ids.append(chunk)
+        if len(self._block_ids) == LOAD_BLOCK:
+            self.flush()
+
+    def flush(self) -> None:
+        count = len(self._block_ids)
+        if not count:
+            return
+        end = self.used + count
+        if end > len(self.ids):  # rows committed since they were counted
+            capacity = max(1024, int(end * GROWTH))
+            self.codes = _grown(self.codes, capacity)
+            self.scales = _grown(self.scales, capacity)
+            self.ids = _grown(self.ids, capacity, fill=-1)
+        self.codes[self.used : end], self.scales[self.used : end] = quantize_rows(self._block[:count])
+        self.ids[self.used : end] = self._block_ids
+        self.used = end
+        self._block_ids = []
+
+
+def _grown(array: np.ndarray, capacity: int, fill: int = 0) -> np.ndarray:
+    grown = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown
 
 
 class VectorIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._product = Product(usable_cores())
+        self._scan: Scan | None = None  # made at the first load: onnxruntime is imported then
         self.dims = 0
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._codes = np.zeros((0, 0), dtype=np.uint8)
+        self._scales = np.zeros(0, dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)  # chunk id per row; -1: a free row
-        self._rows: dict[int, int] = {}
+        # chunk id -> its row; -1: no vector. An array, not a dict: a dict of 400,000 ints was
+        # about 40 MB, this is 1.6 MB.
+        self._row_of = np.zeros(0, dtype=np.int32)
+        self._count = 0
         self._free: list[int] = []
         self._used = 0  # rows ever used (free rows are below this too)
         self.loaded = False
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._count
 
     def close(self) -> None:
-        """Let the product's threads go (the store is closing)."""
-        self._product.close()
+        """Nothing to let go: the scan's threads belong to onnxruntime's session, and sleep."""
 
     @property
     def nbytes(self) -> int:
-        return self._matrix.nbytes + self._ids.nbytes
+        return self._codes.nbytes + self._scales.nbytes + self._ids.nbytes + self._row_of.nbytes
 
     # ---- changes (from the store, after a commit) ----
 
     def _install(self, loaded: LoadedVectors) -> None:
+        loaded.flush()
         self.dims = loaded.dims
-        self._matrix, self._ids = loaded.matrix, loaded.ids
-        self._rows = {chunk: row for row, chunk in enumerate(loaded.ids[: loaded.used].tolist())}
-        self._free, self._used, self.loaded = [], loaded.used, True
+        self._codes, self._scales, self._ids = loaded.codes, loaded.scales, loaded.ids
+        ids = loaded.ids[: loaded.used]
+        self._row_of = np.full(int(int(ids.max(initial=0)) * GROWTH) + 1024, -1, dtype=np.int32)
+        self._row_of[ids] = np.arange(loaded.used, dtype=np.int32)
+        self._count, self._free, self._used, self.loaded = loaded.used, [], loaded.used, True
 
     def load_with(self, read: Callable[[], LoadedVectors]) -> None:
         """Load what ``read`` returns, once, holding the lock throughout: a commit applied
@@ -124,7 +130,11 @@ class VectorIndex:
             if self.loaded:
                 return
             blas_on_one_thread()
+            if self._scan is None:
+                self._scan = Scan(usable_cores())
             self._install(read())
+        # Reading 400,000 rows made and freed as many Python objects: glibc keeps that memory.
+        return_freed_memory()
 
     def apply(self, changes: list[tuple[str, object]]) -> None:
         """Committed changes: ("put", [(chunk id, bytes)]), ("drop", [chunk ids]), ("reset", dims);
@@ -142,33 +152,44 @@ class VectorIndex:
                     self._install(LoadedVectors(payload))
 
     def _put(self, items: list[tuple[int, bytes]]) -> None:
-        for chunk, blob in items:
-            vector = np.frombuffer(blob, dtype=np.float32)
-            if vector.shape[0] != self.dims:
-                continue  # from another vector space, in flight while the space changed
-            row = self._rows.get(chunk)
-            if row is None:
+        # A vector of another space is in flight while the space changed: never mixed in.
+        items = [(chunk, blob) for chunk, blob in items if len(blob) == 4 * self.dims]
+        if not items:
+            return
+        codes, scales = quantize_rows(np.frombuffer(b"".join(blob for _, blob in items), dtype=np.float32).reshape(len(items), self.dims))
+        for (chunk, _), row_codes, scale in zip(items, codes, scales, strict=True):
+            row = self._row(chunk)
+            if row < 0:
                 row = self._free.pop() if self._free else self._grow()
-                self._rows[chunk] = row
+                self._set_row(chunk, row)
                 self._ids[row] = chunk
-            self._matrix[row] = vector
+                self._count += 1
+            self._codes[row], self._scales[row] = row_codes, scale
 
     def _drop(self, chunks: Iterable[int]) -> None:
         for chunk in chunks:
-            row = self._rows.pop(chunk, None)
-            if row is not None:
+            row = self._row(chunk)
+            if row >= 0:
+                self._row_of[chunk] = -1
                 self._ids[row] = -1
-                self._matrix[row] = 0.0
+                self._scales[row] = 0.0
                 self._free.append(row)
+                self._count -= 1
+
+    def _row(self, chunk: int) -> int:
+        return int(self._row_of[chunk]) if 0 <= chunk < len(self._row_of) else -1
+
+    def _set_row(self, chunk: int, row: int) -> None:
+        if chunk >= len(self._row_of):
+            self._row_of = _grown(self._row_of, max(1024, int((chunk + 1) * GROWTH)), fill=-1)
+        self._row_of[chunk] = row
 
     def _grow(self) -> int:
         if self._used == len(self._ids):
             capacity = max(1024, int(len(self._ids) * GROWTH))
-            matrix = np.zeros((capacity, self.dims), dtype=np.float32)
-            matrix[: self._used] = self._matrix[: self._used]
-            ids = np.full(capacity, -1, dtype=np.int64)
-            ids[: self._used] = self._ids[: self._used]
-            self._matrix, self._ids = matrix, ids
+            self._codes = _grown(self._codes, capacity)
+            self._scales = _grown(self._scales, capacity)
+            self._ids = _grown(self._ids, capacity, fill=-1)
         self._used += 1
         return self._used - 1
 
@@ -179,24 +200,28 @@ class VectorIndex:
         (chunk id, cosine); ``allowed`` limits them to those chunk ids before the cut."""
         with self._lock:
             used = self._used
-            if used == 0 or query.shape[0] != self.dims:
+            if used == 0 or query.shape[0] != self.dims or self._scan is None:
                 return []
-            scores = self._product(self._matrix, used, query)
+            query = np.ascontiguousarray(query, dtype=np.float32)
+            scores = self._scan(self._codes[:used], self._scales[:used], query)
             ids = self._ids[:used]
             scores[ids < 0] = -np.inf
             if allowed is not None:
                 mask = np.isin(ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)), invert=True)
                 scores[mask] = -np.inf
-            k = min(k, used)
-            top = np.argpartition(-scores, k - 1)[:k] if k < used else np.arange(used)
-            top = top[np.argsort(-scores[top], kind="stable")]
-            return [(int(ids[i]), float(scores[i])) for i in top if scores[i] != -np.inf]
+            wanted = min(used, k * RESCORE_FACTOR + RESCORE_EXTRA)
+            rows = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < used else np.arange(used)
+            rows = rows[scores[rows] != -np.inf]
+            exact = exact_scores(self._codes[rows], self._scales[rows], query)
+            best = np.argsort(-exact, kind="stable")[:k]
+            return [(int(ids[rows[i]]), float(exact[i])) for i in best]
 
     def similarities(self, query: np.ndarray, chunks: Iterable[int]) -> dict[int, float]:
-        """The exact cosine of each given passage that has a vector."""
+        """The cosine of each given passage that has a vector."""
         with self._lock:
-            rows = [(chunk, row) for chunk in chunks if (row := self._rows.get(chunk)) is not None]
+            rows = [(chunk, row) for chunk in chunks if (row := self._row(chunk)) >= 0]
             if not rows or query.shape[0] != self.dims:
                 return {}
-            values = self._matrix[[row for _, row in rows]] @ query
+            picked = [row for _, row in rows]
+            values = exact_scores(self._codes[picked], self._scales[picked], np.asarray(query, dtype=np.float32))
         return {chunk: float(value) for (chunk, _), value in zip(rows, values, strict=True)}
