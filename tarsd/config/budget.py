@@ -7,8 +7,8 @@ memory.high, cgroup v1 memory.limit_in_bytes, from tarsd's own cgroup up to the 
 
 Under LOW_MEMORY_MB (2 GB: a Raspberry Pi 3, or a service given 1 GB) tarsd keeps less memory where
 that costs little time (docs/raspberry-pi.md has the figures): glibc's malloc hands large blocks
-back when they are freed and keeps 2 arenas, not up to 8 per core (tarsd/index/heap.py); the
-writing SQLite connection caches 16 MB of pages, not 64, and each reader 2, not 8; a long sync
+back when they are freed and keeps 2 arenas, not up to 8 per core (tarsd/config/heap.py); the
+writing SQLite connection caches 16 MB of pages, not 64, and each reader 1, not 2; a long sync
 chunks notes in one worker process, not up to three. Under
 [embedder] min_memory_mb (512 MB) the local model is not loaded at all: keyword search only.
 Two things are left as they are: the embedding runs at once (one per core; two peaked about
@@ -57,7 +57,7 @@ class Plan:
     chunk_workers: int  # at most this many processes chunk notes in a long sync (and one core stays free)
     sqlite_cache_mb: int  # the writing connection's page cache
     malloc_arenas: int  # glibc's M_ARENA_MAX (its default is 8 per core)
-    fixed_mmap_threshold: bool  # glibc's M_MMAP_THRESHOLD kept at its starting value (tarsd/index/heap.py)
+    fixed_mmap_threshold: bool  # glibc's M_MMAP_THRESHOLD kept at its starting value (tarsd/config/heap.py)
     keyword_only: str  # why the local model is not loaded ("" when it is)
 
     def describe(self) -> str:

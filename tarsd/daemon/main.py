@@ -343,7 +343,7 @@ def _memory_plan(config: Config) -> Plan:
     """The settings for tarsd's memory budget, logged once; malloc's settings go in before the
     threads that would each take an arena start."""
     from tarsd.config.budget import plan_for
-    from tarsd.index.heap import fix_mmap_threshold, limit_arenas
+    from tarsd.config.heap import fix_mmap_threshold, limit_arenas
 
     plan = plan_for(config)
     limit_arenas(plan.malloc_arenas)

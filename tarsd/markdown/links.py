@@ -115,7 +115,10 @@ def parse_links(lines: list[str], first_line: int = 1, source: str = "") -> list
 
 
 class Resolver:
-    """Resolves link targets against the notes of the vault (paths, and names from front matter)."""
+    """Resolves link targets against the notes of the vault (paths, and names from front matter).
+
+    Threads share one: its memo is a dict, whose single lookups and stores are atomic, and two
+    threads working out the same link store the same answer."""
 
     def __init__(self, paths: list[str], aliases: dict[str, list[str]]):
         """``aliases``: each note's names besides its file name (front-matter aliases and title)."""

@@ -36,23 +36,30 @@ class Neighbour:
 class NoteGraph:
     def __init__(self, store: Store):
         self.store = store
-        self._local = threading.local()
+        # One resolver for every thread, made again once a commit has changed the index. Made per
+        # thread, each of the daemon's worker threads held its own: 31 MB each at 100,000 notes.
+        self._lock = threading.Lock()
+        self._names: tuple[int, Resolver, dict[str, list[str]]] | None = None
+        self._unresolved: tuple[int, list[LinkRow]] | None = None
+
+    def _current(self) -> tuple[int, Resolver, dict[str, list[str]]]:
+        """(the store's generation, the resolver, each note's aliases), for the index as it is."""
+        with self._lock:
+            # Read before the tables: a commit landing meanwhile only makes the next call read again.
+            generation = self.store.generation
+            if self._names is not None and self._names[0] == generation:
+                return self._names
+            reader = self.store.reader()
+            paths = [row[0] for row in reader.execute("SELECT path FROM files WHERE skipped = 0")]
+            aliases: dict[str, list[str]] = {}
+            for path, alias in reader.execute("SELECT f.path, a.alias FROM note_aliases a JOIN files f ON f.id = a.file_id"):
+                aliases.setdefault(path, []).append(alias)
+            self._names = (generation, Resolver(paths, aliases), aliases)
+            return self._names
 
     def resolver(self) -> Resolver:
-        """Every note and its names (front-matter title and aliases), rebuilt only after the index
-        changed (per reading thread)."""
-        reader = self.store.reader()
-        version = reader.execute("PRAGMA data_version").fetchall()[0][0]
-        cached = getattr(self._local, "resolver", None)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        paths = [row[0] for row in reader.execute("SELECT path FROM files WHERE skipped = 0")]
-        aliases: dict[str, list[str]] = {}
-        for path, alias in reader.execute("SELECT f.path, a.alias FROM note_aliases a JOIN files f ON f.id = a.file_id"):
-            aliases.setdefault(path, []).append(alias)
-        resolver = Resolver(paths, aliases)
-        self._local.resolver = (version, resolver, aliases)
-        return resolver
+        """Every note and its names (front-matter title and aliases), rebuilt only after the index changed."""
+        return self._current()[1]
 
     def find_note(self, name: str) -> str | None:
         """A note named by its vault path, its file name, or its front-matter title or an alias (as a
@@ -70,8 +77,8 @@ class NoteGraph:
 
     def links_to(self, path: str) -> list[LinkRow]:
         """Backlinks: every link, in any note, that resolves to ``path``."""
-        resolver = self.resolver()
-        aliases = self._local.resolver[2].get(path, [])
+        _, resolver, names = self._current()
+        aliases = names.get(path, [])
         keys = sorted(resolver.keys_for(path, aliases))
         marks = ",".join("?" * len(keys))
         rows = self.store.reader().execute(
@@ -85,18 +92,17 @@ class NoteGraph:
 
     def unresolved(self) -> list[LinkRow]:
         """Links that lead to no note (yet): notes to write, or typos. Worked out again only after
-        the index changed (per reading thread): status asks often."""
-        resolver = self.resolver()
-        version = self._local.resolver[0]
-        cached = getattr(self._local, "unresolved", None)
-        if cached is not None and cached[0] == version:
+        the index changed: status asks often."""
+        generation, resolver, _ = self._current()
+        cached = self._unresolved
+        if cached is not None and cached[0] == generation:
             return cached[1]
         rows = self.store.reader().execute(
             """SELECT f.path, l.line, l.kind, l.target, l.heading, l.label, l.exact FROM links l JOIN files f ON f.id = l.file_id
                ORDER BY f.path, l.line"""
         )
         found = [link for link in (self._row(row[0], row[1:], resolver) for row in rows) if link.resolved is None]
-        self._local.unresolved = (version, found)
+        self._unresolved = (generation, found)
         return found
 
     def link_count(self) -> int:

@@ -38,10 +38,11 @@ CONNECTION_PRAGMAS = (
     "PRAGMA journal_size_limit = 67108864",
 )
 READER_PRAGMAS = ("PRAGMA query_only = ON",)
-# Readers (one per thread that searches: up to ten) keep an eighth of the writer's cache each (8 MB,
-# 2 under a low memory budget): the OS caches the file for all of them, and ten full caches would
-# hold a small vault's index ten times over.
-READER_CACHE_SHARE = 8
+# Readers (one per thread that searches or answers a status: up to ten) keep a 32nd of the
+# writer's cache each (2 MB, 1 under a low memory budget): the OS caches the file for all of them.
+# With 8 MB each, four readers held 33 MB of a 100,000-note tarsd after ten searches; with 2 a
+# keyword search takes about 0.5 ms more (10,000 notes, bench/search_latency.py: 12.3 ms p50, not 11.8).
+READER_CACHE_SHARE = 32
 
 WRITER_BUSY_TIMEOUT_MS = 60_000  # writer_connection(): conversations and pending rules
 
@@ -189,6 +190,10 @@ class Connections:
         self._pending: list[tuple[str, object]] = []
         self._batch_open = False  # a Batch holds the transaction: writes join it
         self.next_chunk_id: int | None = None  # chunks.py's id counter; read again after a rollback
+        # Commits of this store's writes so far: what is worked out from the index once for every
+        # thread (the link resolver, search/graph.py) is worked out again when it moves. tarsd is
+        # the index's only writer (a second one is refused at start).
+        self.generation = 0
 
     def _connect(self, read_only: bool = False) -> apsw.Connection:
         try:
@@ -288,6 +293,7 @@ class Connections:
 
     def committed(self) -> None:
         """The outermost transaction committed: show its changes to what is kept in memory."""
+        self.generation += 1
         pending, self._pending = self._pending, []
         self.vectors.apply(pending)
         self.notes.apply(pending)
