@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 # writer's page cache, and left tarsd about 100 MB bigger (bench/search_scale.py).
 TRIM_AFTER_FILES = 50
 
+# Requests leave freed memory too: a status worked out a 31 MB link resolver from 100,000 notes,
+# a search frees the arrays of its scan. Handed back once no request has come for this long: a
+# 100,000-note tarsd went from 262 to 218 MB before its first search, and from 426 to 410 after
+# ten (bench/search_scale.py).
+QUIET_TRIM_SECONDS = 2.0
+
 VECTOR_RETRY_SECONDS = 5.0
 VECTOR_RETRY_MAX_SECONDS = 300.0
 FAILURE_REMINDER_SECONDS = 600.0
@@ -97,6 +103,9 @@ class SyncQueue:
         self._retry = _Retry()
         self._vector_retry = 0.0
         self._trim_when_idle = False  # the backlog ran since the heap was last trimmed
+        self._answered_at = 0.0  # monotonic time of the last request answered
+        self._quiet_trim: asyncio.Task | None = None
+        self.memory_returned = 0  # times freed memory went back to the system (for tests)
         self.running = ""  # what the keyword worker is doing: reconcile | index | saves | ""
         self.reconciled = False  # a whole-vault scan has completed since start
         self.reconciled_from: float | None = None  # wall clock at the start of the last whole-vault scan completed
@@ -365,12 +374,25 @@ class SyncQueue:
                 await asyncio.to_thread(self._release_memory)
             await self._vectors_wake.wait()
 
+    def answered(self) -> None:
+        """A request was answered (on the event loop): freed memory goes back once tarsd is quiet."""
+        self._answered_at = time.monotonic()
+        if self._quiet_trim is None or self._quiet_trim.done():
+            self._quiet_trim = self.loop.create_task(self._trim_when_quiet(), name="quiet-trim")
+
+    async def _trim_when_quiet(self) -> None:
+        while (left := self._answered_at + QUIET_TRIM_SECONDS - time.monotonic()) > 0:
+            await asyncio.sleep(left)
+        if not self._stopping and not self.busy:  # a sync or an embedding round trims at its own end
+            await asyncio.to_thread(self._release_memory)
+
     def _release_memory(self) -> None:
         try:
             self.indexer.store.shrink_caches()
         except apsw.Error as exc:  # a closed or busy connection: the memory goes back next time
             log.debug("could not shrink the page caches: %s", exc)
         return_freed_memory()
+        self.memory_returned += 1
 
     async def _embed_round(self) -> None:
         store = self.indexer.store
@@ -402,6 +424,8 @@ class SyncQueue:
     async def stop(self) -> None:
         """Stop after the file being written now; its transaction always completes."""
         self._stopping = True
+        if self._quiet_trim is not None:
+            self._quiet_trim.cancel()
         self.indexer.stop.set()
         self._wake.set()
         self._vectors_wake.set()

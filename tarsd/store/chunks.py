@@ -5,6 +5,7 @@ with their keyword rows (fts.py) and vectors (vectors.py), so the three never di
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,11 +110,13 @@ class Chunks:
             notes.load_with(self._read_passage_notes)
         return notes.owners(ids)
 
-    def _read_passage_notes(self) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    def _read_passage_notes(self) -> tuple[np.ndarray, np.ndarray, Iterable[tuple[int, str]]]:
         # Runs holding the map's lock, through this thread's reader only (as vectors.py's read:
         # the store's lock is held by a writer applying its commit here). The pairs stream
         # into one array, never a list of Python tuples (646,000 of them at 100,000 notes).
         reader = self.db.reader()
         pairs = np.fromiter(itertools.chain.from_iterable(reader.execute("SELECT id, file_id FROM chunks")), dtype=np.int64)
         pairs = pairs.reshape(-1, 2)
-        return pairs[:, 0], pairs[:, 1], dict(reader.execute("SELECT id, path FROM files").fetchall())
+        # The paths as a cursor, read one row at a time: a list of 100,000 row tuples, freed
+        # once read, left holes among the paths kept, which Python's allocator never handed back.
+        return pairs[:, 0], pairs[:, 1], reader.execute("SELECT id, path FROM files")

@@ -49,7 +49,7 @@ class LoadedVectors:
         self.dims = dims
         self.codes = np.zeros((capacity, dims), dtype=np.uint8)
         self.scales = np.zeros(capacity, dtype=np.float32)
-        self.ids = np.full(capacity, -1, dtype=np.int64)
+        self.ids = np.full(capacity, -1, dtype=np.int32)  # chunk ids index arrays here and in passage_notes.py: they fit
         self.used = 0
         self._block = np.empty((LOAD_BLOCK, dims), dtype=np.float32)
         self._block_ids: list[int] = []
@@ -92,7 +92,7 @@ class VectorIndex:
         self.dims = 0
         self._codes = np.zeros((0, 0), dtype=np.uint8)
         self._scales = np.zeros(0, dtype=np.float32)
-        self._ids = np.zeros(0, dtype=np.int64)  # chunk id per row; -1: a free row
+        self._ids = np.zeros(0, dtype=np.int32)  # chunk id per row; -1: a free row
         # chunk id -> its row; -1: no vector. An array, not a dict: a dict of 400,000 ints was
         # about 40 MB, this is 1.6 MB.
         self._row_of = np.zeros(0, dtype=np.int32)

@@ -5,7 +5,8 @@ per note. Asked of SQLite, that was about 0.5 ms for a vector search's 300 and 1
 hybrid search's 600 (10,000 notes, bench/search_latency.py), a sixth of a vector search with
 its query vector known. Here it is two lookups per passage: a chunk id's file id in an array
 indexed by chunk id (4 bytes a passage: 2.6 MB at 100,000 notes), and that file's path in a
-dict (about 12 MB at 100,000 notes).
+list indexed by file id (about 7 MB at 100,000 notes, the paths themselves most of it; a dict
+was 14).
 
 A passage's note never changes: a note written again gets new passages, and a renamed note is
 a new file row. Like the matrix (matrix.py), the store records what each write does here and
@@ -15,7 +16,7 @@ applies it only after the outermost transaction has committed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -32,10 +33,10 @@ class PassageNotes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._file_of = np.zeros(0, dtype=np.int32)  # chunk id -> file id; 0: no such passage
-        self._paths: dict[int, str] = {}
+        self._paths: list[str | None] = []  # file id -> path; None: no such note
         self.loaded = False
 
-    def load_with(self, read: Callable[[], tuple[np.ndarray, np.ndarray, dict[int, str]]]) -> None:
+    def load_with(self, read: Callable[[], tuple[np.ndarray, np.ndarray, Iterable[tuple[int, str]]]]) -> None:
         """Load what ``read`` returns (chunk ids, their file ids, each file's path), once, holding
         the lock throughout: a commit applied meanwhile waits, and lands on top of what was read;
         a search that came meanwhile finds it loaded."""
@@ -45,7 +46,9 @@ class PassageNotes:
             chunks, files, paths = read()
             self._file_of = np.zeros(int(int(chunks.max(initial=0)) * GROWTH) + 1024, dtype=np.int32)
             self._file_of[chunks] = files
-            self._paths = paths
+            self._paths = []
+            for file_id, path in paths:
+                self._set_path(file_id, path)
             self.loaded = True
 
     def apply(self, changes: list[tuple[str, object]]) -> None:
@@ -57,14 +60,14 @@ class PassageNotes:
             for kind, payload in changes:
                 if kind == PASSAGES_ADDED:
                     file_id, path, chunks = payload
-                    self._paths[file_id] = path
+                    self._set_path(file_id, path)
                     for chunk in chunks:
                         self._set(chunk, file_id)
                 elif kind == PASSAGES_DROPPED:
                     known = [chunk for chunk in payload if chunk < len(self._file_of)]
                     self._file_of[known] = 0
-                elif kind == NOTE_DROPPED:
-                    self._paths.pop(payload, None)
+                elif kind == NOTE_DROPPED and 0 <= payload < len(self._paths):
+                    self._paths[payload] = None
 
     def owners(self, chunks: list[int]) -> dict[int, tuple[int, str]]:
         """chunk id -> (file id, path) of each passage that exists."""
@@ -75,10 +78,15 @@ class PassageNotes:
             files[inside] = self._file_of[ids[inside]]
             found = {}
             for chunk, file_id in zip(chunks, files.tolist(), strict=True):
-                path = self._paths.get(file_id)  # file ids start at 1 (SQLite's rowids): 0 has no path
+                path = self._paths[file_id] if file_id < len(self._paths) else None  # 0 has none: file ids start at 1
                 if path is not None:
                     found[chunk] = (file_id, path)
             return found
+
+    def _set_path(self, file_id: int, path: str) -> None:
+        if file_id >= len(self._paths):
+            self._paths.extend([None] * (max(1024, int((file_id + 1) * GROWTH)) - len(self._paths)))
+        self._paths[file_id] = path
 
     def _set(self, chunk: int, file_id: int) -> None:
         if chunk >= len(self._file_of):

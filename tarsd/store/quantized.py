@@ -61,6 +61,7 @@ class Scan:
         # Idle threads sleep: spinning ones took the CPU a hybrid search's keyword query and the
         # next query's embedding needed (numpy's BLAS threads did the same, matrix.py).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.enable_cpu_mem_arena = False  # the output is freed after each scan, not kept in an arena
         options.log_severity_level = 3
         self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 

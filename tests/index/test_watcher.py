@@ -201,3 +201,31 @@ def test_replies_say_the_watcher_was_restarted_until_the_rescan_after_it_is_done
             await worker
 
     asyncio.run(run())
+
+
+def test_freed_memory_goes_back_once_requests_stop_coming(vault, make_engine, monkeypatch):
+    """Each answered request puts the trim off; it runs once, when none has come for the quiet
+    period, and never while a sync is running (the sync trims at its own end)."""
+    import tarsd.index.sync_queue as sync_queue
+
+    monkeypatch.setattr(sync_queue, "QUIET_TRIM_SECONDS", 0.3)
+    engine = make_engine(kind="none")
+
+    async def run() -> None:
+        queue = SyncQueue(engine.indexer, 0.05)
+        try:
+            for _ in range(8):  # requests 0.1 s apart: never quiet for 0.3 s
+                queue.answered()
+                await asyncio.sleep(0.1)
+            assert queue.memory_returned == 0
+            await asyncio.sleep(0.6)
+            assert queue.memory_returned == 1
+            queue.running = "reconcile"
+            queue.answered()
+            await asyncio.sleep(0.6)
+            assert queue.memory_returned == 1
+        finally:
+            queue.running = ""
+            await queue.stop()
+
+    asyncio.run(run())

@@ -107,3 +107,5 @@ async def dispatch(daemon: DaemonParts, request: Message, peer: Peer) -> AsyncIt
     except Exception as exc:
         log.exception("request %s failed", type(request).__name__)
         yield Error(id=request_id, code="internal", message=f"{type(exc).__name__}: {exc}", hint="see the tarsd log for details")
+    finally:
+        daemon.queue.answered()  # what the request freed goes back to the system once tarsd is quiet
