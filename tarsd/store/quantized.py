@@ -14,6 +14,8 @@ pairs of uint8 × int8 products in 16 bits, and 255 × 127 × 2 would overflow t
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 
 ROW_LEVELS = 127
@@ -35,27 +37,40 @@ def exact_scores(codes: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np
     return ((codes.astype(np.float32) - ZERO) @ query) * scales
 
 
+def build_scan_model() -> bytes:
+    """The scan as an ONNX graph: dots = (rows - 128) · query, in int32, the stored rows against
+    the rounded query as a column. SCAN_MODEL holds what this returns (tests/store/test_store.py
+    checks it): importing onnx here cost tarsd 11 MB."""
+    from onnx import TensorProto, helper
+
+    zero = helper.make_tensor("zero", TensorProto.UINT8, [], [ZERO])
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["rows", "query", "zero"], ["dots"])],
+        "scan",
+        [
+            helper.make_tensor_value_info("rows", TensorProto.UINT8, [None, None]),
+            helper.make_tensor_value_info("query", TensorProto.INT8, [None, 1]),
+        ],
+        [helper.make_tensor_value_info("dots", TensorProto.INT32, [None, 1])],
+        initializer=[zero],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # readable by every onnxruntime tarsd installs
+    return model.SerializeToString()
+
+
+SCAN_MODEL = base64.b64decode(
+    "CAg6fwooCgRyb3dzCgVxdWVyeQoEemVybxIEZG90cyINTWF0TXVsSW50ZWdlchIEc2NhbioMEAIqAoABQgR6ZXJvWhIKBHJvd3MSCgoI"
+    "CAISBAoACgBaFQoFcXVlcnkSDAoKCAMSBgoACgIIAWIUCgRkb3RzEgwKCggGEgYKAAoCCAFCBAoAEA0="
+)
+
+
 class Scan:
     """Every stored row's approximate dot product with a query, on onnxruntime's threads."""
 
     def __init__(self, threads: int):
         import onnxruntime as ort
-        from onnx import TensorProto, helper
 
-        # Y = (A - 128) · B, in int32: A the stored rows, B the rounded query as a column.
-        zero = helper.make_tensor("zero", TensorProto.UINT8, [], [ZERO])
-        graph = helper.make_graph(
-            [helper.make_node("MatMulInteger", ["rows", "query", "zero"], ["dots"])],
-            "scan",
-            [
-                helper.make_tensor_value_info("rows", TensorProto.UINT8, [None, None]),
-                helper.make_tensor_value_info("query", TensorProto.INT8, [None, 1]),
-            ],
-            [helper.make_tensor_value_info("dots", TensorProto.INT32, [None, 1])],
-            initializer=[zero],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        model.ir_version = 8  # readable by every onnxruntime tarsd installs
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, threads)
         # Idle threads sleep: spinning ones took the CPU a hybrid search's keyword query and the
@@ -63,7 +78,7 @@ class Scan:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.enable_cpu_mem_arena = False  # the output is freed after each scan, not kept in an arena
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(SCAN_MODEL, options, providers=["CPUExecutionProvider"])
 
     def __call__(self, codes: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np.ndarray:
         """float32 scores of every row of ``codes`` (C-contiguous) against the unit ``query``."""

@@ -119,6 +119,16 @@ def test_the_8_bit_rows_score_within_a_thousandth_of_the_float_product(rows):
     assert np.abs(exact_scores(codes, scales, query) - truth).max() < 0.002
 
 
+def test_the_scan_model_kept_as_bytes_is_the_graph_built_with_onnx():
+    """tarsd runs SCAN_MODEL without importing onnx; it must be what build_scan_model makes."""
+    import onnx
+
+    from tarsd.store.quantized import SCAN_MODEL, build_scan_model
+
+    assert onnx.load_from_string(SCAN_MODEL) == onnx.load_from_string(build_scan_model())
+    onnx.checker.check_model(onnx.load_from_string(SCAN_MODEL))
+
+
 def test_the_scan_never_overflows_at_the_extremes():
     """Rows at the ends of the uint8 range against a query at the ends of its own: x86 CPUs
     without VNNI add uint8 × int8 pairs in 16 bits, so the query is rounded to ±63."""
