@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 
 # A sync this big leaves freed memory worth handing back once idle. Looking alone counts: a
 # reconcile that found all 100,000 notes unchanged still read every note's state and filled the
-# writer's page cache, and left tarsd about 100 MB bigger (bench/search_scale.py).
+# writer's page cache, and left tarsd about 65 MB bigger (bench/search_scale.py).
 TRIM_AFTER_FILES = 50
 
-# Requests leave freed memory too: a status worked out a 31 MB link resolver from 100,000 notes,
+# Requests leave freed memory too: a status worked out a 24 MB link resolver from 100,000 notes,
 # a search frees the arrays of its scan. Handed back once no request has come for this long: a
 # 100,000-note tarsd went from 262 to 218 MB before its first search, and from 426 to 410 after
 # ten (bench/search_scale.py).

@@ -254,7 +254,6 @@ class Connections:
             self._readers.clear()
         with self.lock:
             self.conn.close()
-        self.vectors.close()
 
     def get_meta(self, key: str) -> str | None:
         with self.lock:

@@ -70,16 +70,17 @@ class LoadedVectors:
         end = self.used + count
         if end > len(self.ids):  # rows committed since they were counted
             capacity = max(1024, int(end * GROWTH))
-            self.codes = _grown(self.codes, capacity)
-            self.scales = _grown(self.scales, capacity)
-            self.ids = _grown(self.ids, capacity, fill=-1)
+            self.codes = grown(self.codes, capacity)
+            self.scales = grown(self.scales, capacity)
+            self.ids = grown(self.ids, capacity, fill=-1)
         self.codes[self.used : end], self.scales[self.used : end] = quantize_rows(self._block[:count])
         self.ids[self.used : end] = self._block_ids
         self.used = end
         self._block_ids = []
 
 
-def _grown(array: np.ndarray, capacity: int, fill: int = 0) -> np.ndarray:
+def grown(array: np.ndarray, capacity: int, fill: int = 0) -> np.ndarray:
+    """``array`` copied into a bigger one of ``capacity`` rows, the new rows ``fill``."""
     grown = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
     grown[: len(array)] = array
     return grown
@@ -103,9 +104,6 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return self._count
-
-    def close(self) -> None:
-        """Nothing to let go: the scan's threads belong to onnxruntime's session, and sleep."""
 
     @property
     def nbytes(self) -> int:
@@ -181,15 +179,15 @@ class VectorIndex:
 
     def _set_row(self, chunk: int, row: int) -> None:
         if chunk >= len(self._row_of):
-            self._row_of = _grown(self._row_of, max(1024, int((chunk + 1) * GROWTH)), fill=-1)
+            self._row_of = grown(self._row_of, max(1024, int((chunk + 1) * GROWTH)), fill=-1)
         self._row_of[chunk] = row
 
     def _grow(self) -> int:
         if self._used == len(self._ids):
             capacity = max(1024, int(len(self._ids) * GROWTH))
-            self._codes = _grown(self._codes, capacity)
-            self._scales = _grown(self._scales, capacity)
-            self._ids = _grown(self._ids, capacity, fill=-1)
+            self._codes = grown(self._codes, capacity)
+            self._scales = grown(self._scales, capacity)
+            self._ids = grown(self._ids, capacity, fill=-1)
         self._used += 1
         return self._used - 1
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from tarsd.store.matrix import grown
+
 GROWTH = 1.5
 
 # The changes the store records (connection.Connections._change): a note's new passages, a
@@ -90,7 +92,5 @@ class PassageNotes:
 
     def _set(self, chunk: int, file_id: int) -> None:
         if chunk >= len(self._file_of):
-            grown = np.zeros(max(1024, int((chunk + 1) * GROWTH)), dtype=np.int32)
-            grown[: len(self._file_of)] = self._file_of
-            self._file_of = grown
+            self._file_of = grown(self._file_of, max(1024, int((chunk + 1) * GROWTH)))
         self._file_of[chunk] = file_id
