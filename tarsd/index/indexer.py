@@ -24,7 +24,7 @@ from typing import Protocol
 from tarsd.config.budget import CHUNK_WORKERS
 from tarsd.config.settings import Config
 from tarsd.embed.embedder import Embedder, EmbedderUnavailable
-from tarsd.index.preparing import Preparer, prepare_note
+from tarsd.index.preparing import NOTES_PER_TASK, ChunkingFailed, Preparer, prepare_note
 from tarsd.store.database import FileMeta, FileState, Store
 from tarsd.vault.files import (
     REDIRECTED,
@@ -53,8 +53,8 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total)
 # A note this long takes a noticeable time to chunk (a 5 MB one took 9 s on a busy box): it is
 # never chunked inside the open write transaction.
 BIG_NOTE_CHARS = 256_000
-# Notes prepared ahead of the one being written, during a long sync.
-PREPARED_WINDOW = 64
+# Notes prepared ahead of the one being written, during a long sync: four workers' tasks.
+PREPARED_WINDOW = 4 * NOTES_PER_TASK
 # How long the writer waits for a note still being chunked before it commits what it has. Every
 # commit writes the keyword rows held in memory as a segment of their own (merged later): a
 # commit per wait made ~800 commits of a cold 10,000-note index, where most waits last only as
@@ -198,7 +198,7 @@ class Indexer:
                             batch.commit()  # chunked right here, for seconds: not while holding the write lock (see _ready)
                         window.append(_Prepared(disk_file, note, preparer.submit(note.text, disk_file.path)))
                     while window and (len(window) >= PREPARED_WINDOW or window[0].future.done()):
-                        prepared = self._ready(window.popleft(), batch)
+                        prepared = self._ready(window.popleft(), batch, preparer)
                         batch.tick()
                         self._write(prepared, chunking, fingerprint, report)
                     if whole_vault:
@@ -206,7 +206,7 @@ class Indexer:
                     if progress and (done % 200 == 0 or done == len(todo)):
                         progress("scan", done, len(todo))
                 while window and not self.stop.is_set():
-                    prepared = self._ready(window.popleft(), batch)
+                    prepared = self._ready(window.popleft(), batch, preparer)
                     batch.tick()
                     self._write(prepared, chunking, fingerprint, report)
                 for path in gone:
@@ -284,10 +284,12 @@ class Indexer:
             self._write(_Prepared(disk, note, future), chunking, fingerprint, report)
 
     @staticmethod
-    def _ready(prepared: _Prepared, batch) -> _Prepared:
+    def _ready(prepared: _Prepared, batch, preparer: Preparer) -> _Prepared:
         """``prepared`` once its chunks are ready. While a worker still chunks it, the batch is
         committed first: a big note takes seconds (a 5 MB line took 10 s on a busy box), and the
         write lock held meanwhile made a chat's write wait past its busy timeout and fail."""
+        if not prepared.future.done():
+            preparer.flush()  # it may be held back in a task not yet full
         if not prepared.future.done() and not wait([prepared.future], timeout=READY_WAIT_SECONDS).done:
             batch.commit()
             wait([prepared.future])
@@ -349,8 +351,9 @@ class Indexer:
                 counter, budget, _ = chunking
                 ready = prepare_note(note.text, path, counter, budget, self.config.index.overlap)
         except Exception as exc:  # a note that defeats the chunker must not stop the sync
-            log.error("cannot chunk %s: %s: %s", path, type(exc).__name__, exc)
-            problem = f"could not be chunked: {exc}"
+            reason = str(exc) if isinstance(exc, ChunkingFailed) else f"{type(exc).__name__}: {exc}"
+            log.error("cannot chunk %s: %s", path, reason)
+            problem = f"could not be chunked: {reason}"
             self.store.record_skipped(path, disk.mtime_ns, disk.size, note.content_hash, problem, kind)
             report.skipped += 1
             report.problems[path] = problem

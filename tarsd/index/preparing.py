@@ -29,6 +29,13 @@ from tarsd.markdown.tags import parse_tags
 # chunk_workers, tarsd/config/budget.py, and one core left for the indexing thread).
 PARALLEL_MIN_NOTES = 400
 PARENT_CHECK_SECONDS = 1.0
+# Notes sent to a worker in one task. Each task costs the parent about 0.1 ms of Python (futures,
+# queue, wake-ups: 10.6 s of CPU for 100,000 empty tasks on this box), and that Python competes
+# for the GIL with the thread writing the index: one note per task held a cold 100,000-note index
+# to ~1,300 notes/s.
+NOTES_PER_TASK = 32
+# ... or fewer, once the notes held back hold this much text (a few long notes should not wait).
+TASK_CHARS = 256_000
 
 
 @dataclass(slots=True)
@@ -69,13 +76,23 @@ def title_chunk(title: str, lines: list[str]) -> Chunk:
     )
 
 
+class ChunkingFailed(Exception):
+    """A note a worker could not prepare: the error's type and message, as text (any exception
+    crosses back from the worker this way, pickled or not)."""
+
+
 class Preparer:
-    """Prepares notes in place, or in worker processes when there are many."""
+    """Prepares notes in place, or in worker processes when there are many.
+
+    Workers get notes NOTES_PER_TASK at a time: ``submit`` holds a note back until its task is
+    full, so whoever waits on a note's future calls ``flush`` first (the indexer does)."""
 
     def __init__(self, counter: TokenCounter, budget: int, overlap: float, notes: int, max_workers: int = CHUNK_WORKERS):
         self.chunking = (counter, budget, overlap)
         workers = min(max_workers, max(1, (os.cpu_count() or 1) - 1))
         self._pool: ProcessPoolExecutor | None = None
+        self._held: list[tuple[str, str, Future]] = []  # (text, path, its future) not yet sent
+        self._held_chars = 0
         if notes >= PARALLEL_MIN_NOTES:
             # spawn, not fork: the daemon has threads, and a forked copy of their locks can hang.
             self._pool = ProcessPoolExecutor(
@@ -91,22 +108,68 @@ class Preparer:
         return self._pool is None
 
     def submit(self, text: str, path: str) -> Future:
+        """The note's PreparedNote, as a future: done at once in place; with workers, once its
+        task is sent (when full, or on ``flush``) and done."""
+        future: Future = Future()
+        if self._pool is None:
+            self._prepare_here(text, path, future)
+            return future
+        self._held.append((text, path, future))
+        self._held_chars += len(text)
+        if len(self._held) >= NOTES_PER_TASK or self._held_chars >= TASK_CHARS:
+            self.flush()
+        return future
+
+    def flush(self) -> None:
+        """Send the notes held back to a worker now."""
+        held, self._held, self._held_chars = self._held, [], 0
+        if not held:
+            return
         if self._pool is not None:
             try:
-                return self._pool.submit(_prepare_in_worker, text, path)
+                task = self._pool.submit(_prepare_in_worker, [(text, path) for text, path, _ in held])
             except (BrokenProcessPool, RuntimeError):
                 self._pool = None  # a worker died (out of memory?): carry on in place
-        future: Future = Future()
+            else:
+                task.add_done_callback(lambda task: _settle(task, [future for *_, future in held]))
+                return
+        for text, path, future in held:
+            self._prepare_here(text, path, future)
+
+    def _prepare_here(self, text: str, path: str, future: Future) -> None:
         try:
             future.set_result(prepare_note(text, path, *self.chunking))
         except Exception as exc:  # the caller records the note as skipped, with this reason
             future.set_exception(exc)
-        return future
 
     def close(self) -> None:
+        for *_, future in self._held:
+            future.cancel()
+        self._held, self._held_chars = [], 0
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+def _settle(task: Future, futures: list[Future]) -> None:
+    """Hand a worker task's outcome to each of its notes' futures (in the pool's own thread)."""
+    if task.cancelled():
+        for future in futures:
+            future.cancel()
+        return
+    error = task.exception()
+    if error is not None:  # the task as a whole failed (a worker died): every note gets the error
+        for future in futures:
+            future.set_exception(error)
+        return
+    outcomes = task.result()
+    if len(outcomes) != len(futures):  # never seen: a worker answers for each note it was sent
+        outcomes = [ChunkingFailed(f"the worker returned {len(outcomes)} notes for {len(futures)}")] * len(futures)
+    for future, outcome in zip(futures, outcomes, strict=True):
+        if isinstance(outcome, Exception):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
 
 
 _worker_chunking: tuple[TokenCounter, int, float] | None = None
@@ -129,6 +192,13 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _prepare_in_worker(text: str, path: str) -> PreparedNote:
+def _prepare_in_worker(notes: list[tuple[str, str]]) -> list[PreparedNote | ChunkingFailed]:
+    """Each note prepared, or why it could not be: one note's error never costs the others."""
     assert _worker_chunking is not None
-    return prepare_note(text, path, *_worker_chunking)
+    outcomes: list[PreparedNote | ChunkingFailed] = []
+    for text, path in notes:
+        try:
+            outcomes.append(prepare_note(text, path, *_worker_chunking))
+        except Exception as exc:
+            outcomes.append(ChunkingFailed(f"{type(exc).__name__}: {exc}"))
+    return outcomes
