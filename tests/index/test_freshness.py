@@ -301,6 +301,7 @@ def small_disk(tmp_path):
 def test_a_full_disk_is_reported_and_the_work_completes_once_space_returns(start_daemon, vault, small_disk):
     write(vault, "first.md", "# First\n\ntomatoes\n")
     daemon = start_daemon(TARS_DB=str(small_disk / "index.sqlite3"), TARS_DAEMON_RETRY_SECONDS="0.5", TARS_DAEMON_RETRY_MAX_SECONDS="1")
+    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")  # a search before it may miss the note
     assert daemon.search("tomatoes") == ["first.md"]
     filler = fill(small_disk)
     for i in range(300):  # about 1 MB to index in all: more than the full disk takes, less than it holds once freed
