@@ -23,6 +23,8 @@ from pathlib import Path
 
 from common import Progress, build_vault, log, met, open_engine, peak_rss_mb, print_table, proc_status_mb
 
+from tarsd.markdown.chunker import embedding_input
+
 BATCH_SIZES = (1, 4, 16)
 # The first embedding of a vault, chunks/s: 1.5x the 28.6 of the release before (2 idle cores).
 FIRST_EMBEDDING_CHUNKS_PER_SECOND = 1.5 * 28.6
@@ -57,7 +59,10 @@ def model_child(vault: Path, db: Path, sample_size: int) -> None:
     if report.embedder_error or report.pending_vectors:
         sys.exit(f"indexing with the model left {report.pending_vectors} chunks pending: {report.embedder_error}")
 
-    texts = [r[0] for r in engine.store.conn.execute("SELECT embed_text FROM chunks GROUP BY content_hash ORDER BY min(id)")]
+    texts = [
+        embedding_input(context, text)
+        for context, text in engine.store.conn.execute("SELECT embed_context, text FROM chunks GROUP BY content_hash ORDER BY min(id)")
+    ]
     sample = random.Random(0).sample(texts, min(sample_size, len(texts)))
     configured = engine.config.embedder.batch_size
     rates = {}

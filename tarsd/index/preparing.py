@@ -70,7 +70,7 @@ def title_chunk(title: str, lines: list[str]) -> Chunk:
         end_line=max(1, end),
         heading_path="",
         text=text,
-        embed_text=text,
+        context="",
         content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         tokens=0,
     )

@@ -1,5 +1,5 @@
-"""The passages: the chunks table (one row per chunk of a note, with the text shown and the
-text embedded), the ids new chunks get, and writing or deleting a note's chunks together
+"""The passages: the chunks table (one row per chunk of a note, with its text and the context
+line the embedder sees before it), the ids new chunks get, and writing or deleting a note's chunks together
 with their keyword rows (fts.py) and vectors (vectors.py), so the three never disagree."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Chunks:
         first_id = self._take_chunk_ids(len(chunks))
         vectors = [cached.get(chunk.content_hash) if has_vectors else None for chunk in chunks]
         self.db.conn.executemany(
-            """INSERT INTO chunks(id, file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_text, embedded)
+            """INSERT INTO chunks(id, file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_context, embedded)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [
                 (
@@ -67,7 +67,7 @@ class Chunks:
                     c.end_line,
                     c.heading_path,
                     c.text,
-                    c.embed_text,
+                    c.context,
                     int(vectors[i] is not None),
                 )
                 for i, c in enumerate(chunks)

@@ -158,12 +158,19 @@ CREATE TABLE channel_messages (
 CREATE INDEX channel_messages_state ON channel_messages(state, received_at);
 """
 
-# Version 7: a contentless keyword table. FTS5 kept a copy of every passage's folded text that
-# nothing reads (snippets come from chunks.text, phrases and bm25 from the index itself): 520 MB of
-# a 1.9 GB index at 100,000 notes, and writing it cost a cold index 8% of its speed
-# (bench/search_scale.py). contentless_delete lets a passage's row go when its note changes.
-# The keyword rows are rewritten by re-chunking every note at the next sync, as in version 3.
-_SCHEMA_CONTENTLESS_KEYWORDS = """
+# Version 7: each passage's text stored once. FTS5 kept a copy of every passage's folded text that
+# nothing reads (snippets come from chunks.text, phrases and bm25 from the index itself), and
+# chunks.embed_text repeated the text after its context line: together 950 MB of a 1.9 GB index
+# at 100,000 notes, and writing them cost a cold index 13% of its speed (bench/search_scale.py).
+# The keyword table is now contentless (contentless_delete lets a passage's row go when its note
+# changes) and chunks keep the context line alone (chunker.embedding_input joins them).
+# Every passage is written again: the passages are emptied here and every note is re-chunked at
+# the next sync, its vectors taken from the embedding cache (by content hash, unchanged); the
+# vector table goes with the passages (new passages take their ids from 1 again), and the sync
+# makes it again for the embedder in use (vectors.use_vector_space; the store has loaded
+# sqlite-vec before migrating). Until the sync reaches a note, search does not find it, as
+# after version 3.
+_SCHEMA_PASSAGES_STORED_ONCE = """
 DROP TABLE chunks_vocab;
 DROP TABLE chunks_fts;
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
@@ -171,6 +178,11 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(
 );
 CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
 INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('automerge', 16);
+DELETE FROM chunks;
+DROP TABLE IF EXISTS chunk_vectors;
+DELETE FROM meta WHERE key IN ('vector_fingerprint', 'vector_dims');
+ALTER TABLE chunks DROP COLUMN embed_text;
+ALTER TABLE chunks ADD COLUMN embed_context TEXT NOT NULL DEFAULT '';  -- the line before the text the embedder sees
 UPDATE files SET chunker = '' WHERE skipped = 0;
 """
 
@@ -181,7 +193,7 @@ MIGRATIONS = {
     4: _SCHEMA_MEMORY_VECTORS,
     5: _SCHEMA_PENDING_RULES,
     6: _SCHEMA_CHANNEL_MESSAGES,
-    7: _SCHEMA_CONTENTLESS_KEYWORDS,
+    7: _SCHEMA_PASSAGES_STORED_ONCE,
 }
 
 

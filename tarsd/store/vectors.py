@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from tarsd.markdown.chunker import embedding_input
 from tarsd.store.connection import Connections
 from tarsd.store.filters import NO_FILTER, Filter, filter_sql
 from tarsd.store.matrix import LoadedVectors, VectorIndex
@@ -111,24 +112,24 @@ class Vectors:
         return found
 
     def pending_batches(self, batch_size: int) -> Iterator[list[tuple[str, str]]]:
-        """Distinct (content_hash, embed_text) of chunks without a vector, a batch at a time,
+        """Distinct (content_hash, text the embedder sees) of chunks without a vector, a batch at a time,
         newest chunks first (what was just saved is what the user is about to search for).
         The cursor walks ids downwards, so each pending row is read once per pass."""
         last_id, seen = None, set()
         while True:
             with self.db.lock:
                 rows = self.db.conn.execute(
-                    "SELECT id, content_hash, embed_text FROM chunks WHERE embedded = 0 AND id < ? ORDER BY id DESC LIMIT ?",
+                    "SELECT id, content_hash, embed_context, text FROM chunks WHERE embedded = 0 AND id < ? ORDER BY id DESC LIMIT ?",
                     (last_id if last_id is not None else 1 << 62, batch_size),
                 ).fetchall()
             if not rows:
                 return
             last_id = rows[-1][0]
             batch = []
-            for _, content_hash, text in rows:
+            for _, content_hash, context, text in rows:
                 if content_hash not in seen:
                     seen.add(content_hash)
-                    batch.append((content_hash, text))
+                    batch.append((content_hash, embedding_input(context, text)))
             if batch:
                 yield batch
 

@@ -4,9 +4,11 @@ the contentless keyword table, and its notes are found again after the next sync
 
 from __future__ import annotations
 
+import hashlib
+
 import apsw
 
-from tarsd.store.database import MIGRATIONS, SCHEMA_VERSION, Store
+from tarsd.store.database import MIGRATIONS, SCHEMA_VERSION, Store, load_vec_extension
 
 
 def test_version_1_database_is_migrated_forward(tmp_path):
@@ -38,50 +40,80 @@ def test_version_1_database_is_migrated_forward(tmp_path):
         store.close()
 
 
-def _version_6_index(path, vault, chunker):
-    """An index as tars wrote it at schema version 6: one note, its passage and keyword row,
-    chunked as this tars would chunk it (so only the migration can make the sync re-chunk it)."""
+def _version_6_index(path, vault, probe):
+    """An index as tars wrote it at schema version 6: the vault's note, chunked and embedded as
+    this tars would (``probe``: an engine that indexed the same vault with the model), its
+    passages with their text twice, keyword rows holding the text, vectors in chunk_vectors and
+    in the embedding cache."""
     conn = apsw.Connection(str(path))
+    load_vec_extension(conn)
+    source = probe.store.conn
     with conn:
         for version in range(1, 7):
             conn.execute(MIGRATIONS[version])
         conn.execute("PRAGMA user_version = 6")
         conn.execute("INSERT INTO collections(id, name, root) VALUES (1, 'vault', '')")
-        info = (vault / "Sourdough.md").stat()
+        for key, value in source.execute("SELECT key, value FROM meta WHERE key IN ('vector_fingerprint', 'vector_dims')"):
+            conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, value))
         conn.execute(
             """INSERT INTO files(id, collection_id, path, title, content_hash, mtime_ns, size, indexed_at, chunker)
-               VALUES (1, 1, 'Sourdough.md', 'Sourdough', 'old', ?, ?, 0, ?)""",
-            (info.st_mtime_ns, info.st_size, chunker),
+               SELECT 1, 1, ?, ?, ?, ?, ?, 0, ?""",
+            source.execute("SELECT path, title, content_hash, mtime_ns, size, chunker FROM files").fetchall()[0],
         )
-        conn.execute(
-            """INSERT INTO chunks(id, file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_text)
-               VALUES (1, 1, 0, 'h', 1, 2, '', 'levain rises overnight', 'levain rises overnight')"""
+        dims = int(probe.embedder.dims)
+        conn.execute(f"CREATE VIRTUAL TABLE chunk_vectors USING vec0(embedding float[{dims}])")
+        rows = source.execute(
+            """SELECT c.id, c.content_hash, c.heading_path, c.text, c.embed_context, v.embedding
+               FROM chunks c JOIN chunk_vectors v ON v.rowid = c.id ORDER BY c.id"""
+        ).fetchall()
+        for seq, (chunk_id, content_hash, heading_path, text, context, vector) in enumerate(rows):
+            conn.execute(
+                """INSERT INTO chunks(id, file_id, seq, content_hash, start_line, end_line, heading_path, text, embed_text, embedded)
+                   VALUES (?, 1, ?, ?, 1, 3, ?, ?, ?, 1)""",
+                (chunk_id, seq, content_hash, heading_path, text, f"{context}\n\n{text}" if context else text),
+            )
+            conn.execute("INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (?, 'sourdough', '', ?)", (chunk_id, text))
+            conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
+        conn.executemany(
+            "INSERT INTO embedding_cache(fingerprint, content_hash, vector) VALUES (?, ?, ?)",
+            source.execute("SELECT fingerprint, content_hash, vector FROM embedding_cache").fetchall(),
         )
-        conn.execute("INSERT INTO chunks_fts(rowid, title, headings, body) VALUES (1, 'sourdough', '', 'levain rises overnight')")
     conn.close()
+    return len(rows)
 
 
-def test_version_6_keyword_table_becomes_contentless_and_notes_are_found_after_the_sync(make_engine, vault, tmp_path):
+def test_version_6_passages_are_written_again_once_with_their_vectors_from_the_cache(make_engine, vault, tmp_path):
     (vault / "Sourdough.md").write_text("# Sourdough\n\nThe levain rises overnight in a cool kitchen.\n", encoding="utf-8")
+    probe = make_engine("local", index_db_path=tmp_path / "probe.sqlite3")
+    assert probe.indexer.sync().vectors_embedded > 0
     db = tmp_path / "index" / "tars.sqlite3"
-    chunker = make_engine("none", index_db_path=tmp_path / "probe.sqlite3").indexer.chunking_fingerprint()
     db.parent.mkdir()
-    _version_6_index(db, vault, chunker)
+    passages = _version_6_index(db, vault, probe)
 
-    engine = make_engine("none")
+    engine = make_engine("local")
     conn = engine.store.conn
     assert conn.execute("PRAGMA user_version").fetchall()[0][0] == 7
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert "chunks_fts_content" not in tables  # no copy of the passages' text any more
-    # The migration marks every note for re-chunking, though its stat is unchanged.
+    assert "chunks_fts_content" not in tables  # the keyword table keeps no text
+    assert "embed_text" not in {r[1] for r in conn.execute("PRAGMA table_info(chunks)")}
+    assert conn.execute("SELECT count(*) FROM chunks").fetchall()[0][0] == 0  # written again by the sync
+    # The migration marks the note for re-chunking, though its stat and chunking are unchanged;
+    # its vectors come back from the cache, none is made again.
     report = engine.indexer.sync()
-    assert report.indexed == 1
-    hits = engine.searcher.search("levain", mode="fts", limit=5).results
-    assert [h.path for h in hits] == ["Sourdough.md"]
+    assert (report.indexed, report.chunks, report.vectors_from_cache, report.vectors_embedded) == (1, passages, passages, 0)
+    assert [h.path for h in engine.searcher.search("levain", mode="fts", limit=5).results] == ["Sourdough.md"]
+    assert [h.path for h in engine.searcher.search("bread dough proving at night", mode="vec", limit=5).results] == ["Sourdough.md"]
+    assert engine.store.pending_count() == 0
 
-    # A changed note's old words leave the contentless table (contentless_delete).
-    (vault / "Sourdough.md").write_text("# Sourdough\n\nA starter fed twice a day.\n", encoding="utf-8")
-    engine.indexer.sync(["Sourdough.md"])
+    # A changed note's old words leave the contentless table (contentless_delete), and its new
+    # passage waits for its vector with the text the chunker made for the embedder.
+    # (No heading now: the embedder sees the note's name as a context line before the text.)
+    (vault / "Sourdough.md").write_text("A starter fed twice a day.\n", encoding="utf-8")
+    engine.indexer.sync(["Sourdough.md"], embed=False)
     assert engine.searcher.search("levain", mode="fts", limit=5).results == []
     assert [h.path for h in engine.searcher.search("starter", mode="fts", limit=5).results] == ["Sourdough.md"]
     assert conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchall()[0][0] == 1
+    [(content_hash, pending_text)] = next(engine.store.pending_batches(8))
+    assert pending_text == "Sourdough\n\nA starter fed twice a day."
+    # The chunker hashed the text it made for the embedder: the text read back is that text.
+    assert hashlib.sha256(pending_text.encode("utf-8")).hexdigest() == content_hash

@@ -183,7 +183,7 @@ def _note(path: str, passages: int, seed: str):
     from tarsd.store.files import FileMeta
 
     meta = FileMeta(path, path, "note", seed, 1, 1, "test", [], [], False)
-    chunks = [Chunk(i, i + 1, i + 1, "", f"{seed} passage {i}", f"{seed} passage {i}", f"{seed}-{i}", 3) for i in range(passages)]
+    chunks = [Chunk(i, i + 1, i + 1, "", f"{seed} passage {i}", "", f"{seed}-{i}", 3) for i in range(passages)]
     return meta, chunks
 
 
