@@ -24,7 +24,7 @@ from typing import Protocol
 from tarsd.config.budget import CHUNK_WORKERS
 from tarsd.config.settings import Config
 from tarsd.embed.embedder import Embedder, EmbedderUnavailable
-from tarsd.index.preparing import NOTES_PER_TASK, ChunkingFailed, Preparer, prepare_note
+from tarsd.index.preparing import NOTES_PER_TASK, Preparer, failure_reason, prepare_into, prepare_note
 from tarsd.store.database import FileMeta, FileState, Store
 from tarsd.vault.files import (
     REDIRECTED,
@@ -275,11 +275,7 @@ class Indexer:
         note = self._examine(disk, state, chunking, full, report)
         if note is not None:
             counter, budget, _ = chunking
-            future: Future = Future()
-            try:
-                future.set_result(prepare_note(note.text, disk.path, counter, budget, self.config.index.overlap))
-            except Exception as exc:
-                future.set_exception(exc)
+            future = prepare_into(Future(), note.text, disk.path, counter, budget, self.config.index.overlap)
             batch.tick()
             self._write(_Prepared(disk, note, future), chunking, fingerprint, report)
 
@@ -351,7 +347,7 @@ class Indexer:
                 counter, budget, _ = chunking
                 ready = prepare_note(note.text, path, counter, budget, self.config.index.overlap)
         except Exception as exc:  # a note that defeats the chunker must not stop the sync
-            reason = str(exc) if isinstance(exc, ChunkingFailed) else f"{type(exc).__name__}: {exc}"
+            reason = failure_reason(exc)
             log.error("cannot chunk %s: %s", path, reason)
             problem = f"could not be chunked: {reason}"
             self.store.record_skipped(path, disk.mtime_ns, disk.size, note.content_hash, problem, kind)

@@ -76,9 +76,24 @@ def title_chunk(title: str, lines: list[str]) -> Chunk:
     )
 
 
+def prepare_into(future: Future, text: str, path: str, counter: TokenCounter, budget: int, overlap: float) -> Future:
+    """Prepare a note right here: its PreparedNote, or the error that stopped it, goes into
+    ``future`` (the caller records such a note as skipped, with the reason)."""
+    try:
+        future.set_result(prepare_note(text, path, counter, budget, overlap))
+    except Exception as exc:
+        future.set_exception(exc)
+    return future
+
+
 class ChunkingFailed(Exception):
     """A note a worker could not prepare: the error's type and message, as text (any exception
     crosses back from the worker this way, pickled or not)."""
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why a note could not be prepared, the same whether it failed here or in a worker."""
+    return str(exc) if isinstance(exc, ChunkingFailed) else f"{type(exc).__name__}: {exc}"
 
 
 class Preparer:
@@ -112,8 +127,7 @@ class Preparer:
         task is sent (when full, or on ``flush``) and done."""
         future: Future = Future()
         if self._pool is None:
-            self._prepare_here(text, path, future)
-            return future
+            return prepare_into(future, text, path, *self.chunking)
         self._held.append((text, path, future))
         self._held_chars += len(text)
         if len(self._held) >= NOTES_PER_TASK or self._held_chars >= TASK_CHARS:
@@ -134,13 +148,7 @@ class Preparer:
                 task.add_done_callback(lambda task: _settle(task, [future for *_, future in held]))
                 return
         for text, path, future in held:
-            self._prepare_here(text, path, future)
-
-    def _prepare_here(self, text: str, path: str, future: Future) -> None:
-        try:
-            future.set_result(prepare_note(text, path, *self.chunking))
-        except Exception as exc:  # the caller records the note as skipped, with this reason
-            future.set_exception(exc)
+            prepare_into(future, text, path, *self.chunking)
 
     def close(self) -> None:
         for *_, future in self._held:
@@ -200,5 +208,5 @@ def _prepare_in_worker(notes: list[tuple[str, str]]) -> list[PreparedNote | Chun
         try:
             outcomes.append(prepare_note(text, path, *_worker_chunking))
         except Exception as exc:
-            outcomes.append(ChunkingFailed(f"{type(exc).__name__}: {exc}"))
+            outcomes.append(ChunkingFailed(failure_reason(exc)))
     return outcomes
