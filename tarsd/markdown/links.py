@@ -22,9 +22,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections import defaultdict
-from collections.abc import Iterator
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from urllib.parse import unquote
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -114,6 +116,35 @@ def parse_links(lines: list[str], first_line: int = 1, source: str = "") -> list
     return found
 
 
+class _NameTable:
+    """Names (link keys, file names, aliases) to note numbers, as two sorted arrays of machine
+    words: each name's hash and its note. A lookup returns the notes whose name has the same
+    hash, in the order they were given; the caller checks the name itself, so a hash shared by
+    two names costs a comparison, never a wrong note.
+
+    Dicts of the names themselves, and the paths, were 25 MB at 100,000 notes: 300,000 small
+    objects, made again after each change to the index while the daemon does other work (the
+    first scan, at start). Spread over the arenas of Python's allocator, they kept an arena's
+    freed memory from going back to the system wherever one of them landed. A table is 12 bytes
+    a note, in two arrays; the paths are one string (bench/search_scale.py has the RSS)."""
+
+    def __init__(self, names: Iterable[str], numbers: Iterable[int]):
+        # Imported here: the chunking workers import this module, and never resolve a link.
+        import numpy as np
+
+        hashes = np.fromiter(map(hash, names), dtype=np.int64)
+        order = np.argsort(hashes, kind="stable")  # equal hashes keep the order given
+        self._hashes, self._numbers = array("q"), array("i")
+        self._hashes.frombytes(hashes[order].tobytes())
+        self._numbers.frombytes(np.fromiter(numbers, dtype=np.int32, count=len(hashes))[order].tobytes())
+
+    def candidates(self, name: str) -> list[int]:
+        key = hash(name)
+        first = bisect_left(self._hashes, key)
+        last = bisect_right(self._hashes, key, first)
+        return sorted(self._numbers[first:last])
+
+
 class Resolver:
     """Resolves link targets against the notes of the vault (paths, and names from front matter).
 
@@ -122,27 +153,38 @@ class Resolver:
 
     def __init__(self, paths: list[str], aliases: dict[str, list[str]]):
         """``aliases``: each note's names besides its file name (front-matter aliases and title)."""
-        self.by_key: dict[str, str] = {}
-        # A file name's notes: the path itself when one note has that name (nearly all do), a
-        # list when several do. A list for every name was 9 MB of a 100,000-note vault's 31.
-        self.by_name: dict[str, str | list[str]] = {}
-        self.by_alias: dict[str, list[str]] = defaultdict(list)
+        # Every path in one string ("\0" cannot be in a path), found by its number.
+        self._joined = "\0".join(paths)
+        self._starts = array("q", accumulate((len(path) + 1 for path in paths), initial=0))
+        keys = [link_key(path) for path in paths]
+        self._by_key = _NameTable(keys, range(len(keys)))
+        self._by_name = _NameTable((key.rpartition("/")[2] for key in keys), range(len(keys)))
+        del keys
+        self._aliases = aliases
+        named = [(alias.strip().lower(), number) for number, path in enumerate(paths) for alias in aliases.get(path, ()) if alias.strip()]
+        self._by_alias = _NameTable((alias for alias, _ in named), (number for _, number in named))
         self._memo: dict[tuple, str | None] = {}
-        for path in paths:
-            key = link_key(path)
-            self.by_key[key] = path
-            name = key.rsplit("/", 1)[-1]
-            known = self.by_name.get(name)
-            if known is None:
-                self.by_name[name] = path
-            elif isinstance(known, str):
-                self.by_name[name] = [known, path]
-            else:
-                known.append(path)
-        for path, names in aliases.items():
-            for alias in names:
-                if alias.strip():
-                    self.by_alias[alias.strip().lower()].append(path)
+
+    def _path(self, number: int) -> str:
+        return self._joined[self._starts[number] : self._starts[number + 1] - 1]
+
+    def _with_key(self, key: str) -> str | None:
+        """The note whose link key is ``key`` (the last one given, when two paths differ only in case)."""
+        for number in reversed(self._by_key.candidates(key)):
+            path = self._path(number)
+            if link_key(path) == key:
+                return path
+        return None
+
+    def _named(self, name: str) -> list[str]:
+        """Notes whose file name (as a link key) is ``name``, in the order given."""
+        paths = (self._path(number) for number in self._by_name.candidates(name))
+        return [path for path in paths if link_key(path).rpartition("/")[2] == name]
+
+    def _aliased(self, alias: str) -> list[str]:
+        """Notes with ``alias`` (lower case) among their front-matter names."""
+        paths = (self._path(number) for number in self._by_alias.candidates(alias))
+        return [path for path in paths if any(a.strip().lower() == alias for a in self._aliases.get(path, ()))]
 
     def resolve(self, link: Link, source: str) -> str | None:
         """The vault path the link leads to, or None when no note answers to it."""
@@ -156,7 +198,7 @@ class Resolver:
 
     def _resolve(self, link: Link, source: str) -> str | None:
         if link.exact:
-            return self.by_key.get(link.key)
+            return self._with_key(link.key)
         found = self._look_up(link.key, link.target, source)
         if found is None and link.label_key:
             # Dendron writes [[shown text|note#heading]], the other way round from Obsidian.
@@ -168,15 +210,13 @@ class Resolver:
             return None
         beside = link_key(posixpath.join(posixpath.dirname(source), key))
         for exact in (beside, key):  # next to the linking note, then from the vault root
-            if exact in self.by_key:
-                return self.by_key[exact]
-        name = key.rsplit("/", 1)[-1]
-        named = self.by_name.get(name, [])
-        candidates = [p for p in ([named] if isinstance(named, str) else named) if "/" not in key or link_key(p).endswith("/" + key)]
+            if (found := self._with_key(exact)) is not None:
+                return found
+        candidates = [p for p in self._named(key.rsplit("/", 1)[-1]) if "/" not in key or link_key(p).endswith("/" + key)]
         if not candidates:
             # Only then a title or an alias: a note's file name wins over another note's title or
             # alias of the same name, as in Obsidian (a [[Lookup]] goes to Lookup.md first).
-            candidates = self.by_alias.get(written.strip().lower(), [])
+            candidates = self._aliased(written.strip().lower())
         if not candidates:
             return None
         return min(candidates, key=lambda p: (-_shared_folders(p, source), p.count("/"), p))

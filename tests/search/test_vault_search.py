@@ -14,7 +14,7 @@ import pytest
 from harness.paths import DENDRON, REPO
 from harness.vault_files import write
 from tarsd.config.settings import load_config
-from tarsd.markdown.links import Link, Resolver, parse_links
+from tarsd.markdown.links import Link, Resolver, _NameTable, parse_links
 from tarsd.markdown.tags import parse_tags
 from tarsd.search.engine import Engine
 from tarsd.store.database import Filter
@@ -69,6 +69,24 @@ def test_links_resolve_the_way_obsidian_does():
     assert resolve("shown text", "x.md", label="Alpha") == "Alpha.md"  # Dendron's [[label|note]] order
     assert resolver.resolve(Link(1, "markdown", "a/b/Target.md", exact=True), "x.md") == "a/b/Target.md"
     assert resolver.resolve(Link(1, "markdown", "a/Target.md", exact=True), "x.md") is None
+
+
+def test_a_name_is_checked_not_only_its_hash():
+    """The resolver finds names by their hash: two names with one hash must not mix up notes."""
+    resolver = Resolver(["a.md", "b.md", "c.md"], {"c.md": ["Sea"]})
+    # What a hash shared by "b" and "a" would give: the tables answer note 0 ("a.md") for "b".
+    resolver._by_key = resolver._by_name = resolver._by_alias = _NameTable(["b", "sea"], [0, 0])
+    assert resolver.resolve(Link(1, "wiki", "b"), "x.md") is None
+    assert resolver.resolve(Link(1, "wiki", "Sea"), "x.md") is None
+    assert resolver.resolve(Link(1, "markdown", "b.md", exact=True), "x.md") is None
+
+
+def test_two_paths_that_differ_only_in_case_resolve_to_the_same_one_every_time():
+    """Links compare without case, so such paths have one key: the last note given answers to it."""
+    resolver = Resolver(["Notes/Plan.md", "notes/plan.md"], {})
+    assert resolver.resolve(Link(1, "wiki", "notes/plan"), "x.md") == "notes/plan.md"
+    assert resolver.resolve(Link(1, "wiki", "PLAN"), "Notes/x.md") == "notes/plan.md"
+    assert resolver.resolve(Link(1, "markdown", "Notes/Plan.md", exact=True), "x.md") == "notes/plan.md"
 
 
 def test_a_front_matter_title_is_a_name_and_a_file_name_wins(make_engine, vault):
