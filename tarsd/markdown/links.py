@@ -142,7 +142,7 @@ class _NameTable:
         key = hash(name)
         first = bisect_left(self._hashes, key)
         last = bisect_right(self._hashes, key, first)
-        return sorted(self._numbers[first:last])
+        return self._numbers[first:last].tolist()  # in the order given: the sort above is stable
 
 
 class Resolver:
