@@ -1,4 +1,4 @@
-"""Search quality on four judged sets of different shapes (bench/search_sets.py): nDCG@10,
+"""Search quality on five judged sets of different shapes (bench/search_sets.py): nDCG@10,
 MRR@10 and Recall@5 per mode, per query-length band and per split, and how often a hit in
 each score band is relevant.
 
@@ -11,7 +11,7 @@ The rule the tables check: in every set, split and length band, hybrid is not be
 single mode by more than 0.005, on nDCG@10 and on MRR@10. Tune on ``dev``; ``held-out`` is
 the figure to report.
 
-    python bench/search_quality.py [--sets scifact dendron arguana squad] [--modes fts vec hybrid]
+    python bench/search_quality.py [--sets scifact dendron arguana squad foam] [--modes fts vec hybrid]
                                    [--split dev|held-out] [--queries N] [--json out.json] [--explain]
 """
 
@@ -197,7 +197,7 @@ def explain(results: list[dict], modes: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets", nargs="+", choices=NAMES, default=list(NAMES), help="query sets (default: all four)")
+    parser.add_argument("--sets", nargs="+", choices=NAMES, default=list(NAMES), help="query sets (default: all five)")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="search modes (default: all three)")
     parser.add_argument("--split", choices=("dev", "held-out"), help="only this split's queries (default: both, reported apart)")
     parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set (after --split)")

@@ -1,6 +1,7 @@
 """The judged query sets search quality is measured on, each turned into a vault of notes.
 
-Four shapes, so that a ranking tuned on one cannot hide a loss on another:
+Four shapes, so that a ranking tuned on one cannot hide a loss on another (two of them help
+vaults' questions):
 
 - ``scifact``: BEIR SciFact (../shared/data/beir-scifact): short scientific claims, 5,183
   abstracts, the 300 judged test queries.
@@ -12,6 +13,9 @@ Four shapes, so that a ranking tuned on one cannot hide a loss on another:
 - ``squad``: natural questions (SQuAD v1.1 dev): a question a person wrote while reading a
   Wikipedia paragraph, the relevant note that paragraph, among all 2,067 dev paragraphs; a
   fixed sample of 600 of the 10,570 questions.
+- ``foam``: the golden set in bench/golden/foam.jsonl over Foam's documentation (86 notes, MIT,
+  archived in bench/sets): 60 questions in the same five styles as the Dendron set, written
+  before any ranking was run on them.
 
 bench/sets/README.md says where the archived sets come from and under which licence. Every
 set is split once, by a hash of set and query id, into ``dev`` (tune on it) and ``held-out``
@@ -32,7 +36,7 @@ from common import DENDRON, SCIFACT, note_markdown
 
 BENCH = Path(__file__).resolve().parent
 SETS_DIR = BENCH / "sets"
-GOLDEN = BENCH / "golden" / "dendron.jsonl"
+GOLDEN = BENCH / "golden"
 SQUAD_SAMPLE = 600
 LENGTH_BANDS = ("<=5", "6-20", ">20")  # query length in words
 _WORD = re.compile(r"\S*[^\W_]\S*")  # a whitespace-separated token holding a letter or digit
@@ -101,10 +105,12 @@ def _unpacked(name: str, cache: Path) -> Path:
     archive = SETS_DIR / f"{name}.tar.xz"
     stamp = hashlib.sha256(archive.read_bytes()).hexdigest()[:12]
     target = cache / f"{name}-{stamp}"
-    if not (target / name / "corpus.jsonl").is_file():
+    done = target / ".unpacked"
+    if not done.is_file():
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(archive) as tar:
             tar.extractall(target, filter="data")
+        done.touch()
     return target / name
 
 
@@ -119,16 +125,18 @@ def _beir(name: str, folder: Path, sample: int = 0) -> QuerySet:
     return QuerySet(name, queries, docs=_jsonl(folder / "corpus.jsonl"))
 
 
-def _dendron() -> QuerySet:
-    queries = [Query(q["id"], q["query"], q["relevant"], q["style"]) for q in _jsonl(GOLDEN)]
-    return QuerySet("dendron", queries, vault=DENDRON)
+def _golden(name: str, vault: Path) -> QuerySet:
+    queries = [Query(q["id"], q["query"], q["relevant"], q["style"]) for q in _jsonl(GOLDEN / f"{name}.jsonl")]
+    return QuerySet(name, queries, vault=vault)
 
 
 def load(name: str, cache: Path) -> QuerySet:
     if name == "scifact":
         return _beir("scifact", SCIFACT)
     if name == "dendron":
-        return _dendron()
+        return _golden("dendron", DENDRON)
+    if name == "foam":
+        return _golden("foam", _unpacked("foam-docs", cache))
     if name == "arguana":
         return _beir("arguana", _unpacked("arguana", cache))
     if name == "squad":
@@ -136,4 +144,4 @@ def load(name: str, cache: Path) -> QuerySet:
     raise ValueError(f"unknown set {name!r}")
 
 
-NAMES = ("scifact", "dendron", "arguana", "squad")
+NAMES = ("scifact", "dendron", "arguana", "squad", "foam")

@@ -267,3 +267,53 @@ def test_a_keyword_hit_among_near_equals_is_not_shown_as_relevant(make_engine, v
     twins = engine.searcher.search("heirloom tomatoes ripen", mode="fts").results
     assert {r.path for r in twins[:2]} == {"twin-a.md", "twin-b.md"}
     assert [r.band for r in twins[:2]] == ["kinda", "kinda"]
+
+
+def test_a_question_in_the_users_own_words_finds_the_note_that_answers_it(make_engine, vault):
+    """hybrid: when no keyword match holds much of the question's rare words (a paraphrase), the
+    keyword weight drops (keyword_weight), so the note nearest in meaning leads rather than the
+    note that shares a few of the question's incidental words. Under the weight before it
+    (0.4 + 0.2 * query coverage) printing.md led: 0.333 against 0.287."""
+    write(
+        vault,
+        "daily.md",
+        "# Daily notes\n\nOpen Daily Note makes a journal entry for today: write down the events of your day there, "
+        "and find earlier entries in the journal folder.\n",
+    )
+    write(vault, "printing.md", "# Printing\n\nTo print a new page, choose Print from the File menu and pick the printer.\n")
+    for n, topic in enumerate(["groceries and the weekly shop", "the bike's gears", "a birthday party plan", "tax forms"]):
+        write(vault, f"filler/{n}.md", f"# Note {n}\n\nA few lines about {topic}, and nothing else.\n")
+    engine = make_engine()
+    engine.indexer.sync()
+    question = "How can I get a new page for each day where I jot down what happened?"
+    assert engine.searcher.search(question, mode="fts").results[0].path == "printing.md"  # "new page"
+    assert engine.searcher.search(question, mode="vec").results[0].path == "daily.md"
+    assert engine.searcher.search(question, mode="hybrid").results[0].path == "daily.md"
+    # A query whose rare words a note holds is still answered by keywords first.
+    assert engine.searcher.search("print a new page", mode="hybrid").results[0].path == "printing.md"
+
+
+def test_the_keyword_weight_follows_how_much_of_the_query_the_best_keyword_match_holds():
+    from tarsd.search.searcher import COVERAGE_HIGH, COVERAGE_LOW, KEYWORD_WEIGHT_HIGH, KEYWORD_WEIGHT_LOW, keyword_weight
+
+    assert keyword_weight(0.0) == keyword_weight(COVERAGE_LOW) == KEYWORD_WEIGHT_LOW
+    assert keyword_weight(1.0) == keyword_weight(COVERAGE_HIGH) == KEYWORD_WEIGHT_HIGH
+    middle = keyword_weight((COVERAGE_LOW + COVERAGE_HIGH) / 2)
+    assert middle == pytest.approx((KEYWORD_WEIGHT_LOW + KEYWORD_WEIGHT_HIGH) / 2)
+
+
+def test_a_vec_hit_near_the_querys_best_cosine_is_never_banded_not(indexed):
+    """vec: the first hits by meaning are the best guess there is (NEAR_BEST_COSINE): maybe at
+    worst, however low their cosine; the hits well below them keep the calibrated band."""
+    from tarsd.search.searcher import NEAR_BEST_COSINE, Candidate
+
+    found = [
+        Candidate(chunk=1, path="a.md", vector_rank=1, cosine=0.40),
+        Candidate(chunk=2, path="b.md", vector_rank=2, cosine=0.40 - NEAR_BEST_COSINE / 2),
+        Candidate(chunk=3, path="c.md", vector_rank=3, cosine=0.30),
+    ]
+    ranked = indexed.searcher.rank(found, "vec")
+    assert [band(c.score) for c in ranked] == ["maybe", "maybe", "not"]
+    # The floor is vec's alone: a keyword hit keeps its own calibration.
+    keyword = [Candidate(chunk=4, path="d.md", keyword_rank=1, bm25=1.0, top_bm25=1.0, query_coverage=0.1)]
+    assert band(indexed.searcher.rank(keyword, "fts")[0].score) == "not"
