@@ -100,11 +100,7 @@ def short_form(c: Candidate, q: Question) -> float:
 def flat_ramp(c: Candidate, q: Question) -> float:
     """The fusion before the coverage ramp: keyword weight 0.4 + 0.2 * query_coverage (0.46 to
     0.6 where the ramp goes from 0.2 to 0.5), which let a paraphrase's common words win."""
-    relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
-    long = c.length_share
-    alpha = (1 - long) * min(0.95, 0.4 + 0.2 * c.query_coverage) + long * searcher.LONG_KEYWORD_WEIGHT
-    keyword = (1 - long) * relative * relative * c.coverage + long * relative
-    return alpha * keyword + (1 - alpha) * c.cosine + searcher.TITLE_BOOST * c.title_coverage + searcher.LINK_BOOST * min(c.linked_from, 2)
+    return fuse_tars(c, lambda coverage: min(0.95, 0.4 + 0.2 * coverage))
 
 
 def capped(cap: float, base: float = 0.4, per_coverage: float = 0.2, power: float = 2.0, title: float = 0.05) -> Fusion:

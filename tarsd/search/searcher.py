@@ -21,6 +21,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -207,11 +208,12 @@ def keyword_weight(query_coverage: float) -> float:
     return KEYWORD_WEIGHT_LOW + (KEYWORD_WEIGHT_HIGH - KEYWORD_WEIGHT_LOW) * rise
 
 
-def fuse_tars(c: Candidate) -> float:
-    """The hybrid ranking value (see above)."""
+def fuse_tars(c: Candidate, weight: Callable[[float], float] = keyword_weight) -> float:
+    """The hybrid ranking value (see above); ``weight`` maps query coverage to the keyword
+    weight (bench/search_fusion_study.py passes the weights it compares)."""
     relative = c.bm25 / c.top_bm25 if c.top_bm25 else 0.0
     long = c.length_share
-    alpha = (1 - long) * keyword_weight(c.query_coverage) + long * LONG_KEYWORD_WEIGHT
+    alpha = (1 - long) * weight(c.query_coverage) + long * LONG_KEYWORD_WEIGHT
     keyword = (1 - long) * relative * relative * c.coverage + long * relative
     return alpha * keyword + (1 - alpha) * c.cosine + TITLE_BOOST * c.title_coverage + LINK_BOOST * min(c.linked_from, LINK_BOOST_CAP)
 
@@ -432,7 +434,7 @@ class Searcher:
         ordered = sorted(pool, key=lambda c: (not c.named, not agreed(c), order[id(c)]))
         by_rank = sorted(pool, key=lambda c: order[id(c)])
         next_in_list = {id(c): below for c, below in zip(by_rank, [*by_rank[1:], None], strict=False)}
-        best_cosine = max((c.cosine for c in pool), default=0.0)
+        best_cosine = max((c.cosine for c in pool), default=0.0) if mode == "vec" else 0.0
         for c in ordered:
             c.score = shown_score(c.fused, mode, long_query)
             if mode in LEADS and c.score >= RELEVANT and not leads(c, next_in_list[id(c)], mode):
