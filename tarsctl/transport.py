@@ -1,18 +1,20 @@
 """Frames over tarsd's Unix socket, whatever their body: where the socket is, connecting (the
 owner check, a retry while the listen queue is full), and a frame's 4-byte big-endian length
-around a body of bytes.
+around a body of bytes. The message types and their msgpack bodies are in protocol.py and
+client.py; the JSON bodies of tarsctl's quick path (quick.py) ride on the same frames.
+socket_path.py has the address as a Path and the rule for the socket's folder.
 
 It imports only the standard library, and not pathlib (3 ms of tarsctl's start): paths are
-strings here. The message types and their msgpack bodies are in protocol.py and client.py; the
-JSON bodies of tarsctl's quick path (quick.py) ride on the same frames. socket_path.py has the
-address as a Path and the rule for the socket's folder.
+strings here. It opens its socket with ``_socket``, the C module under ``socket``: the Python
+wrapper turns every constant into an enum member on import (2.3 ms of a 30 ms search on the
+Intel box of docs/benchmarks.md), and one connection needs none of its extras.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
-import socket
+import _socket
 import struct
 import sys
 import time
@@ -86,7 +88,7 @@ class FrameSocket:
     def __init__(self, path: str | os.PathLike | None = None, timeout: float | None = None):
         self.path = path or default_socket_address()
         self.timeout = timeout
-        self._sock: socket.socket | None = None
+        self._sock: _socket.socket | None = None
 
     @property
     def is_open(self) -> bool:
@@ -104,12 +106,12 @@ class FrameSocket:
             raise ProtocolError(f"refusing to talk to {self.path}: it belongs to uid {owner}, not to you; check TARS_SOCKET / --socket")
         self._sock = self._connect()
 
-    def _connect(self) -> socket.socket:
+    def _connect(self) -> _socket.socket:
         # A full listen queue (a burst of clients) refuses a Unix-socket connect with EAGAIN at
         # once: retry for a moment, as the daemon accepts them quickly.
         deadline = time.monotonic() + (CONNECT_RETRY_SECONDS if self.timeout is None else min(self.timeout, CONNECT_RETRY_SECONDS))
         while True:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             sock.settimeout(self.timeout)
             try:
                 sock.connect(str(self.path))
@@ -153,7 +155,7 @@ class FrameSocket:
         # Non-blocking for the peek: with a timeout set, Python waits for data before recv.
         self._sock.setblocking(False)
         try:
-            return self._sock.recv(1, socket.MSG_PEEK) == b""
+            return self._sock.recv(1, _socket.MSG_PEEK) == b""
         except BlockingIOError:
             return False  # open, nothing waiting
         except OSError:

@@ -59,6 +59,8 @@ def notes_daemon(start_daemon, vault: Path):
         ("search", "--mode", "nope", "bread"),
         ("search", "--since", "someday", "bread"),
         ("search", "   "),
+        ("search", "--help"),
+        ("ping", "-h"),
     ],
 )
 def test_the_quick_path_prints_what_the_full_client_prints(notes_daemon, argv):
@@ -80,6 +82,8 @@ def test_a_quick_search_or_ping_never_loads_msgspec(notes_daemon):
         modules = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
         assert modules and not {m for m in modules if m.split(".")[0] in ("msgspec", "tarsctl.protocol", "tarsctl.cli")}, argv
         assert "tarsctl.protocol" not in modules and "tarsctl.client" not in modules, argv
+        # Neither socket's enums nor the shutil argparse asks the terminal's width with: 4 ms of a search.
+        assert not {"socket", "shutil"} & modules, argv
 
 
 def test_other_commands_still_go_to_the_full_client(notes_daemon):
