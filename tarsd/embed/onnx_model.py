@@ -47,7 +47,13 @@ class OnnxEncoder:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self.workers = max(1, threads if threads is not None else usable_cores())
-        self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        # onnxruntime fuses each residual Add and LayerNormalization into SkipLayerNormalization,
+        # whose CPU kernel took 560 ms of 100 SciFact passages where the two unfused took 260:
+        # without the fusion the model runs 1.10x as fast (onnxruntime 1.32, an Intel Xeon), with
+        # vectors at cosine 0.9999998 or more to the fused ones.
+        self.session = ort.InferenceSession(
+            str(model), options, providers=["CPUExecutionProvider"], disabled_optimizers=["SkipLayerNormFusion"]
+        )
         self.inputs = {i.name for i in self.session.get_inputs()}
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="embed") if self.workers > 1 else None
 
@@ -71,11 +77,16 @@ class OnnxEncoder:
             mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             hidden = self.session.run(None, {name: value for name, value in feed.items() if name in self.inputs})[0]
-            if self.pooling == "cls":
-                out.append(hidden[:, 0])
-                continue
             weights = mask[..., None].astype(np.float32)
-            out.append((hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9))
+            if self.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            # A text of no tokens (a tokenizer that adds no [CLS]/[SEP]) has every key masked:
+            # its rows are the padding's, or NaN where a model masks with -inf (folding.py drops
+            # the guard). Its vector is zero.
+            pooled[weights.sum(axis=(1, 2)) == 0] = 0.0
+            out.append(pooled)
         return np.vstack(out).astype(np.float32, copy=False)
 
 

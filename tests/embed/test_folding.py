@@ -5,6 +5,7 @@ and are looked up row by row, and the vectors are exactly those of the model as 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -52,3 +53,29 @@ def test_the_folded_model_keeps_its_tables_int8_and_gives_the_same_vectors(model
     assert folded.stat().st_size < 0.7 * (90 * 1024 * 1024)  # all float was 90 MB
 
     np.testing.assert_array_equal(vectors(folded, model_dir), vectors(original, model_dir))
+
+
+def test_the_fold_drops_the_softmax_nan_guards_and_batches_give_the_same_vectors(model_dir: Path, tmp_path: Path):
+    original = model_dir / "model.onnx"
+    folded = folded_model(original, tmp_path / "folded")
+    ops = [node.op_type for node in onnx.load(str(folded)).graph.node]
+    assert "IsNaN" not in ops and ops.count("Softmax") == 6, "the guard after each of the 6 layers' softmax is still there"
+    assert [node.op_type for node in onnx.load(str(original)).graph.node].count("IsNaN") == 6  # it was there to drop
+
+    def encoder(model: Path, tokenizer: Path) -> OnnxEncoder:
+        return OnnxEncoder(model, tokenizer, truncation_of(model_dir), "mean", 1)
+
+    # Batches pad the shorter texts: their padding is masked, never their own tokens.
+    batched = encoder(folded, model_dir / "tokenizer.json").encode(TEXTS, 3)
+    np.testing.assert_allclose(batched, encoder(original, model_dir / "tokenizer.json").encode(TEXTS, 3), atol=1e-6)
+    np.testing.assert_allclose(batched, vectors(folded, model_dir), atol=1e-5)
+
+    # A tokenizer that adds no [CLS]/[SEP] gives "" no tokens at all: every key masked. Its
+    # vector is zero, whatever the pooling (the first token would be the padding's).
+    config = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    config["post_processor"] = None
+    bare = tmp_path / "tokenizer.json"
+    bare.write_text(json.dumps(config), encoding="utf-8")
+    for pooling in ("mean", "cls"):
+        got = OnnxEncoder(folded, bare, truncation_of(model_dir), pooling, 1).encode(["", "bread"], 2)
+        assert np.isfinite(got).all() and not got[0].any() and got[1].any(), pooling
