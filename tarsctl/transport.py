@@ -12,9 +12,9 @@ Intel box of docs/benchmarks.md), and one connection needs none of its extras.
 
 from __future__ import annotations
 
+import _socket
 import os
 import pwd
-import _socket
 import struct
 import sys
 import time
