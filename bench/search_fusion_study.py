@@ -104,7 +104,8 @@ def flat_ramp(c: Candidate, q: Question) -> float:
 
 
 def capped(cap: float, base: float = 0.4, per_coverage: float = 0.2, power: float = 2.0, title: float = 0.05) -> Fusion:
-    """The shipped fusion with the keyword weight capped at ``cap``."""
+    """The fusion before the coverage ramp (flat_ramp, short-query form) with the keyword
+    weight capped at ``cap``."""
 
     def score(c: Candidate, q: Question) -> float:
         alpha = min(cap, base + per_coverage * c.query_coverage)

@@ -117,13 +117,14 @@ def drop_softmax_nan_guards(model) -> int:
     module's docstring. Returns how many were dropped. ``model`` is changed in place."""
     graph = model.graph
     producer = {output: node for node in graph.node for output in node.output}
+    graph_outputs = {output.name for output in graph.output}
     dropped = 0
     for where in [node for node in graph.node if node.op_type == "Where"]:
         is_nan = producer.get(where.input[0])
         probabilities = where.input[2]
         if is_nan is None or is_nan.op_type != "IsNaN" or is_nan.input[0] != probabilities:
             continue
-        if getattr(producer.get(probabilities), "op_type", "") != "Softmax" or where.output[0] in {o.name for o in graph.output}:
+        if getattr(producer.get(probabilities), "op_type", "") != "Softmax" or where.output[0] in graph_outputs:
             continue
         for node in graph.node:
             for i, name in enumerate(node.input):

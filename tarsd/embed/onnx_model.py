@@ -78,14 +78,15 @@ class OnnxEncoder:
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             hidden = self.session.run(None, {name: value for name, value in feed.items() if name in self.inputs})[0]
             weights = mask[..., None].astype(np.float32)
+            tokens = weights.sum(axis=1)  # per text, shape (batch, 1)
             if self.pooling == "cls":
                 pooled = hidden[:, 0]
             else:
-                pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+                pooled = (hidden * weights).sum(axis=1) / np.maximum(tokens, 1e-9)
             # A text of no tokens (a tokenizer that adds no [CLS]/[SEP]) has every key masked:
             # its rows are the padding's, or NaN where a model masks with -inf (folding.py drops
             # the guard). Its vector is zero.
-            pooled[weights.sum(axis=(1, 2)) == 0] = 0.0
+            pooled[tokens[:, 0] == 0] = 0.0
             out.append(pooled)
         return np.vstack(out).astype(np.float32, copy=False)
 

@@ -38,6 +38,7 @@ from tarsd.store.database import NO_FILTER, PHRASE_IN_ROW, PHRASE_IN_TITLE, Filt
 Mode = Literal["fts", "vec", "hybrid"]
 MODES = ("fts", "vec", "hybrid")
 BANDS = ((0.75, "relevant"), (0.5, "kinda"), (0.25, "maybe"), (0.0, "not"))
+BAND_FLOORS = {name: floor for floor, name in BANDS}
 # A paragraph-long query's first this many words are searched for (after stopwords): on the
 # paragraph-query set (bench/search_quality.py, ArguAna dev, keywords only) 64 scored nDCG@10
 # 0.355 against 0.350 for 48 or 80, 0.343 for all of them and 0.336 for 31.
@@ -171,7 +172,7 @@ LONG_QUERY_WORDS = 20
 LONG_QUERY_CAP = 0.49
 # Per mode: the value where maybe begins, where kinda begins, where relevant begins.
 ANCHORS = {"fts": (0.60, 0.86, 0.98), "vec": (0.50, 0.70, 0.83), "hybrid": (0.50, 0.70, 0.86)}
-RELEVANT = 0.75
+RELEVANT = BAND_FLOORS["relevant"]
 # In fts and vec a hit is shown as relevant only when it also stands out from the next hit of
 # its list: its BM25 at least this share above the next one's (fts), its cosine at least this
 # much above (vec). A top hit among near-equals is one of several close answers, and was
@@ -183,7 +184,7 @@ LEADS = {"fts": 0.2, "vec": 0.03}
 # have a low cosine, and the first hits of such a list were the 11% of vec hits banded not that
 # were relevant on the help-vault set (7% with this floor; every other set 1.5-3.3%).
 NEAR_BEST_COSINE = 0.02
-MAYBE = 0.25
+MAYBE = BAND_FLOORS["maybe"]
 
 
 def leads(c: Candidate, below: Candidate | None, mode: str) -> bool:
