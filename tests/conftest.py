@@ -99,13 +99,19 @@ def start_daemon(request, tmp_path: Path, vault: Path, model_dir: Path):
     started: list[TarsDaemon] = []
 
     def factory(
-        embedder: str = "none", wait: bool = True, open_files: int | None = None, args: tuple[str, ...] = (), cgroup=None, **extra_env: str
+        embedder: str = "none",
+        wait: bool = True,
+        open_files: int | None = None,
+        args: tuple[str, ...] = (),
+        cgroup=None,
+        scanned: bool = True,
+        **extra_env: str,
     ):
         state = tmp_path / "state"
         state.mkdir(exist_ok=True)
         daemon = TarsDaemon(vault, state, model_dir, embedder, extra_env)
         started.append(daemon)
-        return daemon.start(wait=wait, open_files=open_files, args=args, cgroup=cgroup)
+        return daemon.start(wait=wait, open_files=open_files, args=args, cgroup=cgroup, scanned=scanned)
 
     yield factory
     call = getattr(request.node, "report_call", None)

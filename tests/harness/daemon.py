@@ -76,10 +76,16 @@ class TarsDaemon:
         self.process: subprocess.Popen | None = None
 
     def start(
-        self, wait: bool = True, open_files: int | None = None, args: tuple[str, ...] = (), cgroup: MemoryCgroup | None = None
+        self,
+        wait: bool = True,
+        open_files: int | None = None,
+        args: tuple[str, ...] = (),
+        cgroup: MemoryCgroup | None = None,
+        scanned: bool = True,
     ) -> TarsDaemon:
-        """Start tarsd; ``open_files`` sets its soft and hard limit on open files (ulimit -n);
-        ``cgroup``: tarsd starts inside it."""
+        """Start tarsd; ``wait``: until it answers on its socket, and with ``scanned`` also until its
+        start-up scan of the vault is done; ``open_files`` sets its soft and hard limit on open files
+        (ulimit -n); ``cgroup``: tarsd starts inside it."""
 
         def limit() -> None:
             if open_files is not None:
@@ -97,7 +103,14 @@ class TarsDaemon:
         if wait:
             wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")
             assert self.process.poll() is None, f"tarsd exited early:\n{self.log.read_text()}"
+            if scanned:
+                # tarsd answers before its first scan ends, and a search then may miss notes the test
+                # wrote before starting it (a flake under load): tests that want that window say so.
+                self.wait_scanned()
         return self
+
+    def wait_scanned(self, what: str = "the start-up scan", deadline: float = DEADLINE_SECONDS) -> None:
+        wait_for(lambda: self.status().coverage.reconciled, what, deadline=deadline)
 
     def _died(self) -> bool:
         return self.process is not None and self.process.poll() is not None

@@ -89,7 +89,6 @@ def test_a_model_download_that_never_answers_blocks_nothing(start_daemon, vault,
             HF_ENDPOINT=hub,
             XDG_CACHE_HOME=str(tmp_path / "cache"),
         )
-        wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
         status, seconds = timed(daemon.status)
         assert seconds < PROMPT_SECONDS
         assert status.embedder.state == "loading" and "downloading" in status.embedder.reason
@@ -116,7 +115,6 @@ def backlog_daemon(start_daemon, vault):
     for note in DENDRON.glob("*.md"):
         shutil.copy(note, vault / note.name)
     daemon = start_daemon(embedder="local")
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
     return daemon
 
 
@@ -175,14 +173,14 @@ def test_a_search_right_after_a_save_sees_the_save(start_daemon, vault):
 def test_searches_before_the_first_scan_say_the_index_is_incomplete(start_daemon, vault):
     for i in range(6000):
         write(vault, f"bulk/{i // 500}/note-{i}.md", f"# Note {i}\n\nbulk text number {i}\n")
-    daemon = start_daemon()
+    daemon = start_daemon(scanned=False)
     human = daemon.tarsctl("search", "bulk")
     assert human.returncode == 0 and "tarsctl: warning: index still being built" in human.stderr
     early = daemon.tarsctl("search", "--json", "bulk")
     meta = json.loads(early.stderr.splitlines()[-1])
     assert early.returncode == 0 and meta["coverage"]["reconciled"] is False
     assert any(w.startswith("index still being built") for w in meta["warnings"])
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
+    daemon.wait_scanned()
     done = daemon.tarsctl("search", "--json", "bulk")
     assert json.loads(done.stderr.splitlines()[-1])["warnings"] == []
 
@@ -201,7 +199,6 @@ def test_status_json_has_every_field_and_plain_status_no_python_reprs(start_daem
     write(vault, "a.md", "tomatoes")
     (vault / "binary.md").write_bytes(b"\x00\x01\x02 binary")
     daemon = start_daemon()
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
     data = json.loads(daemon.tarsctl("status", "--json").stdout)
     for key in ("queue_depth", "indexing", "warnings", "problems", "coverage", "embedder", "health", "files", "last_sync"):
         assert key in data, key
@@ -218,7 +215,6 @@ def test_status_files_lists_every_note_needing_attention(start_daemon, vault):
     (vault / "latin1.md").write_bytes("Caf\xe9".encode("latin-1"))
     (vault / "binary.md").write_bytes(b"\x00\x01 binary")
     daemon = start_daemon(TARS_DAEMON_DEBOUNCE_MS="60000")  # edits wait in the queue
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
     write(vault, "fine.md", "peppers now")
     write(vault, "new.md", "courgettes")
     wait_for(lambda: daemon.status().queue_depth == 2, "the two edits to be queued")
@@ -256,11 +252,11 @@ def test_sigterm_during_a_reconcile_with_huge_notes(start_daemon, vault):
     line = " ".join(f"word{i}" for i in range(400_000))  # ~4 MB notes to chunk
     for i in range(3):
         write(vault, f"huge/{i}.md", f"# Huge {i}\n\n{line}\n")
-    daemon = start_daemon(embedder="local")
+    daemon = start_daemon(embedder="local", scanned=False)
     wait_for(lambda: (c := daemon.status().coverage).scan_total and not c.reconciled, "the first scan to run", interval=0.01)
     _assert_stops_cleanly(daemon)
-    daemon.start()
-    wait_for(lambda: daemon.status().coverage.reconciled, "the restarted scan", deadline=240)
+    daemon.start(scanned=False)
+    daemon.wait_scanned("the restarted scan", deadline=240)
     counts = daemon.status().counts
     assert counts["files"] == 3003 and counts["chunks"] == counts["fts_rows"]
     assert sorted(daemon.search("word399999")) == ["huge/0.md", "huge/1.md", "huge/2.md"]
@@ -282,8 +278,8 @@ def test_kill_9_during_a_long_sync_leaves_no_worker_behind(start_daemon, vault):
     daemon.process.kill()
     daemon.process.wait(timeout=30)
     wait_for(lambda: not any(_running(pid) for pid in workers), "the orphaned workers to exit", deadline=10)
-    daemon.start()  # and the index is whole after the restart
-    wait_for(lambda: daemon.status().coverage.reconciled, "the restarted scan", deadline=240)
+    daemon.start(scanned=False)  # and the index is whole after the restart
+    daemon.wait_scanned("the restarted scan", deadline=240)
     counts = daemon.status().counts
     assert counts["files"] == 6000 and counts["chunks"] == counts["fts_rows"]
 
@@ -301,7 +297,6 @@ def small_disk(tmp_path):
 def test_a_full_disk_is_reported_and_the_work_completes_once_space_returns(start_daemon, vault, small_disk):
     write(vault, "first.md", "# First\n\ntomatoes\n")
     daemon = start_daemon(TARS_DB=str(small_disk / "index.sqlite3"), TARS_DAEMON_RETRY_SECONDS="0.5", TARS_DAEMON_RETRY_MAX_SECONDS="1")
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")  # a search before it may miss the note
     assert daemon.search("tomatoes") == ["first.md"]
     filler = fill(small_disk)
     for i in range(300):  # about 1 MB to index in all: more than the full disk takes, less than it holds once freed

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from harness.daemon import wait_for
 from harness.vault_files import write
 from harness.web import sse
 
@@ -362,7 +361,6 @@ def test_the_web_framework_is_imported_only_when_the_listener_is_on(start_daemon
     if enabled:
         env.update(TARS_HTTP_ENABLED="1", TARS_HTTP_PORT="0")
     daemon = start_daemon(**env)
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")  # a search before it may miss the note
     assert daemon.search("tomatoes") == ["a.md"]
     daemon.status()
     assert daemon.stop() == 0

@@ -86,7 +86,6 @@ def test_nothing_outside_the_vault_is_read(start_daemon, vault, tmp_path):
     os.symlink("loop.md", vault / "loop.md")
     os.mkfifo(vault / "pipe.md")
     daemon = start_daemon()
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
 
     assert daemon.search("swordfish") == ["real.md"]
     assert daemon.search("launch code") == []
@@ -148,7 +147,6 @@ def test_a_file_name_that_is_not_utf8_never_breaks_a_sync(start_daemon, vault):
     (vault / os.fsdecode(b"dir\xff")).mkdir()
     (vault / os.fsdecode(b"dir\xff") / "inner.md").write_text("courgettes")
     daemon = start_daemon()
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
     problems = {path: reason for path, _, reason in daemon.status().problems}
     assert "not valid UTF-8" in problems["caf\\xe9.md"] and "not valid UTF-8" in problems["dir\\xff/inner.md"]
     assert daemon.search("tomatoes") == ["keep.md"]
@@ -239,9 +237,6 @@ def test_a_client_that_never_says_hello_is_dropped(start_daemon, vault):
 def test_malformed_frames_get_error_frames_without_tracebacks(start_daemon, vault, payload, code):
     write(vault, "a.md", "tomatoes")
     daemon = start_daemon()
-    # The search below checks the daemon still serves, not how soon the first scan ends: a search
-    # answered before it (on a busy box) found nothing.
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan")
     frames = raw_exchange(daemon, payload)
     if code is None:
         assert frames == []
@@ -412,8 +407,8 @@ def test_a_hostile_vault_is_indexed_in_one_run_with_a_reason_for_every_skip(star
     os.mkfifo(vault / "fifo.md")
     (vault / "becomes-folder.md").write_text("first a file")
 
-    daemon = start_daemon()
-    wait_for(lambda: daemon.status().coverage.reconciled, "the first scan", deadline=180)
+    daemon = start_daemon(scanned=False)
+    daemon.wait_scanned(deadline=180)
     (vault / "becomes-folder.md").unlink()
     (vault / "becomes-folder.md").mkdir()
     (vault / "becomes-folder.md" / "inside.md").write_text("tomatoes inside the folder")
