@@ -4,10 +4,12 @@ socket it is, not "tarsd is not running" (which would send the user to start a s
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import pwd
 from collections.abc import Callable
 from dataclasses import asdict
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
@@ -30,25 +32,31 @@ def doctor_daemon_check(socket: Path) -> str:
     return json.dumps([asdict(check) for check in doctor.checks])
 
 
-def run_as(uid: int, gid: int, action: Callable[[Path], str], socket: Path) -> str:
-    """Run ``action`` (tarsctl's own code) in a forked child that became ``uid``; returns what it said.
+def _become_and_say(uid: int, gid: int, action: Callable[[Path], str], socket: Path, said: Connection) -> None:
+    os.setgid(gid)
+    os.setuid(uid)
+    said.send(action(socket))
 
-    A fork, not a new interpreter: this Python lives under /root, which another user cannot run."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        os.close(read)
-        try:
-            os.setgid(gid)
-            os.setuid(uid)
-            os.write(write, action(socket).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        said = pipe.read().decode()
-    os.waitpid(pid, 0)
-    return said
+
+def run_as(uid: int, gid: int, action: Callable[[Path], str], socket: Path) -> str:
+    """Run ``action`` (tarsctl's own code) in a child that became ``uid``; returns what it said.
+
+    Not a new interpreter run as ``uid``: this Python lives under /root, which another user cannot
+    run. Not a fork of this pytest worker either: it has threads, and a fork of a threaded process
+    can deadlock on a lock one of them held. The forkserver is a fresh single-threaded process
+    (started as root) that forks the child."""
+    context = multiprocessing.get_context("forkserver")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_become_and_say, args=(uid, gid, action, socket, send))
+    child.start()
+    send.close()
+    try:
+        return receive.recv()
+    except EOFError:
+        child.join(timeout=30)
+        raise AssertionError(f"the child run as uid {uid} said nothing (exit code {child.exitcode})") from None
+    finally:
+        child.join(timeout=30)
 
 
 @pytest.fixture

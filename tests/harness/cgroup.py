@@ -72,13 +72,14 @@ class MemoryCgroup:
             raise CgroupUnavailable(f"cannot set the memory limit in {folder} ({exc.strerror})") from exc
         return cgroup
 
-    def enter(self) -> None:
-        """Move the calling process in (a preexec_fn: the child then starts inside, with its children)."""
-        (self.folder / "cgroup.procs").write_text(str(os.getpid()), encoding="ascii")
+    @property
+    def procs_file(self) -> Path:
+        """Writing a pid here moves that process in; its children then start inside."""
+        return self.folder / "cgroup.procs"
 
     def pids(self) -> list[int]:
         try:
-            return [int(p) for p in (self.folder / "cgroup.procs").read_text(encoding="ascii").split()]
+            return [int(p) for p in self.procs_file.read_text(encoding="ascii").split()]
         except OSError:
             return []
 

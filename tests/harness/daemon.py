@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -87,19 +87,17 @@ class TarsDaemon:
         start-up scan of the vault is done; ``open_files`` sets its soft and hard limit on open files
         (ulimit -n); ``cgroup``: tarsd starts inside it."""
 
-        def limit() -> None:
-            if open_files is not None:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
-            if cgroup is not None:
-                cgroup.enter()
-
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tarsd.daemon.main", "--vault", str(self.vault), *args],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.log, "ab"),
-            preexec_fn=limit if open_files is not None or cgroup is not None else None,
-        )
+        command = [sys.executable, "-m", "tarsd.daemon.main", "--vault", str(self.vault), *args]
+        setup = []
+        if open_files is not None:
+            setup.append(f"ulimit -n {open_files}")  # the soft and the hard limit
+        if cgroup is not None:
+            setup.append(f"echo $$ > {shlex.quote(str(cgroup.procs_file))}")
+        if setup:
+            # A shell that sets up, then becomes tarsd (the same pid); not a preexec_fn, which runs
+            # Python between fork and exec in this threaded pytest worker and can deadlock there.
+            command = ["sh", "-c", " && ".join(setup) + ' && exec "$@"', "sh", *command]
+        self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"))
         if wait:
             wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")
             assert self.process.poll() is None, f"tarsd exited early:\n{self.log.read_text()}"
