@@ -97,7 +97,8 @@ class TarsDaemon:
             # A shell that sets up, then becomes tarsd (the same pid); not a preexec_fn, which runs
             # Python between fork and exec in this threaded pytest worker and can deadlock there.
             command = ["sh", "-c", " && ".join(setup) + ' && exec "$@"', "sh", *command]
-        self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"))
+        with open(self.log, "ab") as log:  # the child has its own copy of the file
+            self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         if wait:
             wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")
             assert self.process.poll() is None, f"tarsd exited early:\n{self.log.read_text()}"
