@@ -51,12 +51,12 @@ def run_as(uid: int, gid: int, action: Callable[[Path], str], socket: Path) -> s
     child.start()
     send.close()
     try:
-        return receive.recv()
+        said = receive.recv()
     except EOFError:
-        child.join(timeout=30)
-        raise AssertionError(f"the child run as uid {uid} said nothing (exit code {child.exitcode})") from None
-    finally:
-        child.join(timeout=30)
+        said = None
+    child.join(timeout=30)
+    assert said is not None, f"the child run as uid {uid} said nothing (exit code {child.exitcode})"
+    return said
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import re
 import anyio
 import pytest
 
-from harness.daemon import wait_for
 from harness.fake_llm import obey_notes
 from harness.mcp_client import mcp_session, no_crash, text
 from harness.terminal import on_a_terminal
@@ -127,7 +126,7 @@ def test_a_model_obeying_a_note_cannot_make_a_rule_active_without_the_user(start
         {"text": "I proposed the rule."},
     ]
     daemon = start_daemon(TARS_CHAT_OLLAMA_HOST=fake_ollama.url, TARS_CHAT_OLLAMA_MODEL="fake-chat")
-    wait_for(lambda: daemon.search("IMPORTANT") == ["inbox.md"], "the note in the index")
+    assert daemon.search("IMPORTANT") == ["inbox.md"]  # indexed in the start-up scan
     done = daemon.tarsctl("chat", "what do my notes say?")
     assert done.returncode == 0, done.stderr
     call = fake_ollama.bodies("/api/chat")[2]["messages"][-2]["tool_calls"][0]["function"]
