@@ -224,13 +224,17 @@ def _add_setup_commands(commands) -> None:
     config_actions.add_parser("show", help="every value, and whether it came from a default, the file or the environment").add_argument(
         "--json", action="store_true"
     )
-    commands.add_parser(
+    mcp = commands.add_parser(
         "mcp",
         help="serve tars to AI tools (Claude Code, Claude Desktop, Cursor...) over MCP on stdin/stdout",
         description="An MCP server on stdio that forwards every tool call to tarsd: search, get_note, remember, forget, "
         "recent_sessions, status; resources tars://memory, tars://rules, tars://note/PATH. "
-        "--timeout limits each call (default 120 s).",
+        "--timeout limits each call (default 120 s). `tarsctl mcp token` prints the token for MCP clients that reach "
+        "tarsd over HTTP at /mcp: it has an MCP client's rights only, never the user's (docs/security.md).",
     )
+    mcp_actions = mcp.add_subparsers(dest="mcp_command", parser_class=Parser)
+    mcp_token = mcp_actions.add_parser("token", help="print the MCP clients' bearer token for /mcp (made on first use, kept 0600)")
+    mcp_token.add_argument("--rotate", action="store_true", help="replace it with a new one (tarsd takes it at once)")
     http = commands.add_parser("http", help="the HTTP API's token, and the web page's address with it")
     http_actions = http.add_subparsers(dest="http_command", required=True, parser_class=Parser)
     token = http_actions.add_parser("token", help="print the bearer token (made on first use, kept 0600 beside the config file)")

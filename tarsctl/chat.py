@@ -386,8 +386,9 @@ def remember(
 
 
 def rules(client: Client, action: str = "", rule_id: int = 0, out=sys.stdout, err=sys.stderr, ask: Ask | None = None) -> int:
-    """The rules the model proposed in chats: listed; approved or rejected by number (action
-    "approve" / "reject"), or one by one when ``ask`` can ask. Returns the exit code."""
+    """What the model proposed in chats (rules, changes to your memory lines): listed; approved or
+    rejected by number (action "approve" / "reject"), or one by one when ``ask`` can ask. Returns
+    the exit code."""
     if action:
         done = client.call(DecideRule(id=client.next_id(), rule_id=rule_id, approve=action == "approve"))
         assert isinstance(done, RuleDecided)
@@ -396,21 +397,31 @@ def rules(client: Client, action: str = "", rule_id: int = 0, out=sys.stdout, er
     waiting = client.call(PendingRules(id=client.next_id()))
     assert isinstance(waiting, PendingRulesReply)
     if not waiting.rules:
-        print("no rules waiting for your approval", file=out)
+        print("nothing the model proposed waits for your approval", file=out)
         return EXIT_OK
-    print(f"rules the model proposed, not active until you approve them (into {waiting.path}):", file=out)
+    print(f"what the model proposed, none of it in effect until you approve it (rules go into {waiting.path}):", file=out)
     for pending in waiting.rules:
         where = f" (proposed in chat {pending.conversation})" if pending.conversation else ""
-        print(f"  #{pending.id}  {pending.rule}{where}", file=out)
+        print(f"  #{pending.id}  {_proposal(pending)}{where}", file=out)
         if ask is None:
             continue
         answer = _reply(ask, "       approve [a], reject [r], or decide later [l]? ").strip().lower()
         if answer.startswith(("a", "r")):
-            done = client.call(DecideRule(id=client.next_id(), rule_id=pending.id, approve=answer.startswith("a")))
-            _decided(done, out)
+            # Bound to the text shown: if #N said anything else by now, tarsd refuses the decision.
+            decision = DecideRule(id=client.next_id(), rule_id=pending.id, approve=answer.startswith("a"), rule=pending.rule)
+            _decided(client.call(decision), out)
     if ask is None:
         print("approve one with `tarsctl rules approve N`, reject it with `tarsctl rules reject N`", file=out)
     return EXIT_OK
+
+
+def _proposal(pending) -> str:
+    """A proposal in words: what approving it would change, and where."""
+    if pending.action == "replace":
+        return f"in {pending.path}, replace your line {pending.target!r} with {pending.rule!r}"
+    if pending.action == "remove":
+        return f"remove your line {pending.rule!r} from {pending.path}"
+    return pending.rule
 
 
 def _decided(done: RuleDecided, out) -> None:
@@ -418,6 +429,10 @@ def _decided(done: RuleDecided, out) -> None:
         print(f"rejected #{done.rule_id}: {done.rule}", file=out)
     elif done.status == "duplicate":
         print(f"#{done.rule_id} is in {done.path} already: {done.rule}", file=out)
+    elif done.action == "replace":
+        print(f"approved #{done.rule_id}: replaced in {done.path}: {done.rule}", file=out)
+    elif done.action == "remove":
+        print(f"approved #{done.rule_id}: removed from {done.path}: {done.rule}", file=out)
     else:
         print(f"approved #{done.rule_id}: added to {done.path} as your rule: {done.rule}", file=out)
 

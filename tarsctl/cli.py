@@ -68,6 +68,8 @@ def _run_setup_command(args) -> int:
         from tarsctl.doctor import main as run
     elif args.command == "service":
         from tarsctl.service import main as run
+    elif args.command == "mcp" and getattr(args, "mcp_command", None) == "token":
+        from tarsctl.http_access import mcp_token as run
     elif args.command == "mcp":
         from tarsctl.mcp.server import main as run  # the MCP SDK loads only here: other commands start as fast as before
     elif args.command == "http":

@@ -39,8 +39,9 @@ class RemoteError(Exception):
 class Client:
     """Typed messages (protocol.py, msgpack bodies) over one connection to tarsd."""
 
-    def __init__(self, path: Path | None = None, timeout: float | None = None):
+    def __init__(self, path: Path | None = None, timeout: float | None = None, acts_as: str = ""):
         self._frames = FrameSocket(path, timeout)
+        self.acts_as = acts_as  # "mcp_client": this connection has an MCP client's rights only (tarsctl/authority.py)
         self.path = self._frames.path
         self.timeout = timeout
         self._ids = itertools.count(1)
@@ -56,7 +57,7 @@ class Client:
     def connect(self) -> Welcome:
         self._frames.open()
         try:
-            self._send(Hello(protocol=PROTOCOL_VERSION, client=f"tarsctl/{__version__}", capabilities=["progress"]))
+            self._send(Hello(protocol=PROTOCOL_VERSION, client=f"tarsctl/{__version__}", capabilities=["progress"], acts_as=self.acts_as))
         except DaemonNotRunning:
             pass  # closed at once: a refusal ("busy") may be waiting to be read
         reply = self._receive()

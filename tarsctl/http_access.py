@@ -2,7 +2,8 @@
 the token in its #fragment (a fragment never reaches the server, so it is in no log). `token`
 works without the daemon; `url` only when tarsd itself says, over its socket, that its listener
 is up: otherwise whatever holds the port would be handed the token by the browser. cli.py
-imports this module for the http command only.
+imports this module for the http command only. `tarsctl mcp token` prints the MCP clients' own
+token, which reaches /mcp with an MCP client's rights and never the user's (tarsctl/authority.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,34 @@ def main(args) -> int:
         print(f"tarsctl: no web page address: {problem}", file=sys.stderr)
         return EXIT_FAILED
     print(f"{url}#token={token}")
+    return EXIT_OK
+
+
+def mcp_token(args) -> int:
+    """``tarsctl mcp token [--rotate]``: the token to give an MCP client that reaches tarsd over HTTP."""
+    from tarsd.config.settings import ConfigError, config_file_path, load_config
+    from tarsd.serve.http_token import TokenError, ensure_token, mcp_token_path, rotate_token
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"tarsctl: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    path = mcp_token_path(config.http.mcp_token_file, config_file_path())
+    try:
+        token = rotate_token(path) if args.rotate else ensure_token(path)
+    except (OSError, TokenError) as exc:
+        print(f"tarsctl: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(token)
+    if args.rotate:
+        print("a new MCP token: tarsd takes it at once; give it to your MCP clients in place of the old one", file=sys.stderr)
+    if not (config.http.enabled and config.http.mcp):
+        print(
+            f"tarsctl: /mcp is off: set [http] enabled = true (and mcp = true) in {config_file_path()} and restart tarsd; "
+            "a client that starts `tarsctl mcp` itself needs no token",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

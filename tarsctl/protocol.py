@@ -45,6 +45,10 @@ class Hello(Message, tag="hello"):
     protocol: int = PROTOCOL_VERSION
     client: str = ""
     capabilities: list[str] = []
+    # A client that works for a model says so (tarsctl mcp: "mcp_client"), and the connection then
+    # has that principal's rights only (tarsctl/authority.py). A client can only lower its rights
+    # this way: the socket's own principal is the user at the terminal.
+    acts_as: str = ""
 
 
 class Welcome(Message, tag="welcome"):
@@ -214,11 +218,14 @@ class PendingRules(Message, tag="pending_rules"):
 
 
 class DecideRule(Message, tag="decide_rule"):
-    """The user's answer to a proposed rule: approve writes it into the rules file, reject drops it."""
+    """The user's answer to a proposal (a rule, or a change to a memory line): approve applies it as
+    the user's, reject drops it. ``rule``, when given, is the proposal's text as the user saw it: the
+    decision is refused if the proposal under that id says anything else."""
 
     id: int = 0
     rule_id: Annotated[int, Meta(ge=1)] = 1
     approve: bool = False
+    rule: Annotated[str, Meta(max_length=10_000)] = ""
 
 
 class DecideToolCall(Message, tag="decide_tool_call"):
@@ -666,6 +673,7 @@ class Remembered(Message, tag="remembered"):
     reason: str = ""  # a possible update: what differs
     replaced: str = ""  # the old line, when replaced
     line: str = ""  # the fact as written
+    pending_id: int = 0  # pending: the proposal's id (tarsctl rules approve N)
 
 
 class MemoryCandidate(msgspec.Struct, omit_defaults=True):
@@ -681,6 +689,7 @@ class Forgotten(Message, tag="forgotten"):
     path: str = ""
     candidates: list[MemoryCandidate] = []
     removed: str = ""  # the line removed, after a confirm_line
+    pending_id: int = 0  # a model asked to remove the user's line: the proposal waiting for the user (tarsctl rules)
 
 
 class ConversationInfo(msgspec.Struct):
@@ -735,11 +744,14 @@ class ReviewApplied(Message, tag="review_applied"):
     archived: list[str] = []
 
 
-class PendingRule(msgspec.Struct):
-    id: int  # DecideRule.rule_id
-    rule: str
+class PendingRule(msgspec.Struct, omit_defaults=True):
+    id: int  # DecideRule.rule_id (never reused)
+    rule: str  # the rule; for a change to a memory line, the line's new text (replace) or the line to remove (remove)
     conversation: str = ""  # the chat the model proposed it in
     proposed_at: float = 0.0  # unix time
+    action: str = "rule"  # rule | replace | remove
+    target: str = ""  # replace: the line it replaces, as it read when proposed
+    path: str = ""  # the memory file it changes
 
 
 class PendingRulesReply(Message, tag="pending_rules_reply"):
@@ -753,8 +765,9 @@ class RuleDecided(Message, tag="rule_decided"):
     rule_id: int = 0
     rule: str = ""
     approved: bool = False
-    status: str = ""  # approved: added | duplicate (already in the file); rejected: rejected
+    status: str = ""  # approved: added | duplicate (already in the file) | replaced | removed; rejected: rejected
     path: str = ""
+    action: str = "rule"  # rule | replace | remove
 
 
 class Error(Message, tag="error"):

@@ -18,6 +18,7 @@ from mcp.server.stdio import stdio_server
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
 from tarsctl import __version__
+from tarsctl.authority import Principal
 from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
 from tarsctl.mcp.resources import NOTE_TEMPLATE, RESOURCES, ResourceProblem, read_resource
 from tarsctl.mcp.tools import DATA_NOTE, TOOLS, Send, call_tool
@@ -192,7 +193,8 @@ class SocketSender:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return Client(self.path, timeout=self.timeout)
+        # An AI tool works for a model: tarsd gives this connection an MCP client's rights only.
+        return Client(self.path, timeout=self.timeout, acts_as=Principal.MCP_CLIENT.value)
 
     def _give_back(self, client: Client) -> None:
         with self._lock:

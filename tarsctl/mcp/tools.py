@@ -293,6 +293,11 @@ def _render_remembered(reply: Remembered) -> Rendered:
         text = f"replaced in {where}:\n- {reply.replaced}\n+ {reply.line}"
     elif reply.status == "duplicate":
         text = f"already remembered in {reply.path}: {reply.similar!r}; nothing changed"
+    elif reply.status == "pending" and reply.replaced:
+        text = (
+            f"proposed, not changed: {reply.replaced!r} in {reply.path} is the user's own line, so replacing it with {reply.line!r} "
+            "waits for the user's approval (`tarsctl rules`, the web page). Tell the user it needs their approval."
+        )
     elif reply.status == "pending":
         text = (
             f"proposed, not active: the rule {reply.line!r} waits for the user's approval (`tarsctl rules`, the web page). "
@@ -327,12 +332,17 @@ FORGET_SCHEMA = {
 def _build_forget(args: dict[str, Any], _client: str) -> Message:
     if not str(args.get("text", "")).strip() and not str(args.get("confirm_line", "")).strip():
         raise BadArguments("give text (words of the line to forget) or confirm_line")
-    # An AI tool may remove only the lines a model noted; the user's own lines stay the user's to remove.
+    # An AI tool may remove only the lines a model noted; removing the user's own line becomes a proposal for the user.
     return _convert({**{key: args[key] for key in ("text", "kind", "confirm_line", "limit") if key in args}, "by_model": True}, Forget)
 
 
 def _render_forgotten(reply: Forgotten) -> Rendered:
-    if reply.removed:
+    if reply.pending_id:
+        text = (
+            f"proposed, not removed: the line is the user's own, so removing it from {reply.path} waits for the user's approval "
+            f"(`tarsctl rules`, proposal #{reply.pending_id}, or the web page). Tell the user it needs their approval."
+        )
+    elif reply.removed:
         text = f"removed from {reply.path}: {reply.removed}"
     elif not reply.candidates:
         text = f"no line in {reply.path} matches; nothing removed"

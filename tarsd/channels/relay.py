@@ -27,6 +27,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from tarsctl.authority import Principal
 from tarsctl.protocol import (
     Chat,
     ChatDone,
@@ -84,6 +85,7 @@ class _ChannelPeer(Peer):
     ends (cancelled) when the channel stops."""
 
     door = "channel"
+    principal = Principal.PHONE  # an allowed sender: the user, with a phone's rights (tarsctl/authority.py)
 
     def __init__(self, who: str, stopping: asyncio.Future):
         self.who = who

@@ -39,6 +39,7 @@ COUNT_EXACT_CHARS = 100_000  # token counts past this many characters are estima
 TOOL_BUDGET_NOTE = "\n\n(The tool budget for this message is used up: answer now from what you have, without calling tools.)"
 STOPPED = "not run: the user stopped the answer"
 TOOL_LOG_ARGUMENT_CHARS = 300  # of a call's arguments, in the session log's list of tool calls
+TRANSCRIPT_MESSAGE_CHARS = 2000  # of each message, in a session log written from the transcript (no summary came)
 
 
 @dataclass(slots=True)
@@ -312,19 +313,26 @@ class Assistant:
         log.info("session log written: %s", rel)
         return rel
 
-    def _log_unlogged(self, conversation: Conversation, provider: Provider) -> str:
-        """A session log for what is not in one yet; empty when there is nothing to log."""
+    def _log_unlogged(self, conversation: Conversation, provider: Provider, warnings: list[str] | None = None) -> str:
+        """A session log for what is not in one yet; empty when there is nothing to log. When the
+        model gives no summary, the log holds the transcript instead (and ``warnings`` says so):
+        a conversation is never dropped for want of a summary."""
         unlogged = conversation.unlogged()
         if not any(m.role == "user" for _, m in unlogged):
             return ""
-        parts = self._summarise_parts([m for _, m in unlogged], provider)
-        path = self._write_log(conversation, unlogged, *parts) if parts else ""
+        messages = [m for _, m in unlogged]
+        parts = self._summarise_parts(messages, provider)
+        if parts is None:
+            parts = transcript_parts(messages)
+            if warnings is not None:
+                warnings.append("the model gave no summary of this conversation: its session log holds the transcript instead")
+        path = self._write_log(conversation, unlogged, *parts)
         self.conversations.mark_logged(conversation, unlogged[-1][0])
         return path
 
     def _end(self, conversation: Conversation, provider: Provider, result: TurnResult) -> str:
         try:
-            path = self._log_unlogged(conversation, provider)
+            path = self._log_unlogged(conversation, provider, result.warnings)
         except (ProviderError, OutsideVault, OSError) as exc:
             # Keep the messages under another id: the idle snapshot writes the log later.
             self.conversations.archive(conversation.id)
@@ -397,19 +405,34 @@ class Assistant:
         """Rules the model proposed, waiting for the user (oldest first)."""
         return self.memory.pending.list()
 
-    def decide_rule(self, rule_id: int, approve: bool) -> tuple[PendingRule, Remembered | None]:
-        """The user's answer to a proposed rule: approved, it is written into the rules file as
-        the user's (the same checks as any remember); rejected, it is dropped. Either way it
-        leaves the waiting list, after the write succeeded."""
-        proposal = self.memory.pending.get(rule_id)
-        if proposal is None:
-            raise ValueError(f"there is no proposed rule #{rule_id} (approved or rejected already?); `tarsctl rules` lists those waiting")
+    def decide_rule(self, rule_id: int, approve: bool, seen_text: str = "") -> tuple[PendingRule, Remembered | None]:
+        """The user's answer to a proposal (tarsd/memory/pending_rules.py): approved, it is applied
+        as the user's (the same checks as any remember); rejected, it is dropped. The decision is
+        claimed first, in one transaction, so a second answer is told it came too late; an approval
+        that cannot be applied (the line gone, a full disk) waits again."""
+        proposal = self.memory.pending.claim(rule_id, approve, seen_text)
         written = None
         if approve:
-            written = self.memory.remember(proposal.rule, "procedural", mode="force", conversation=proposal.conversation)
-        self.memory.pending.drop(rule_id)
-        log.info("the user %s proposed rule #%d: %s", "approved" if approve else "rejected", rule_id, proposal.rule)
+            try:
+                written = self.memory.apply_proposal(proposal)
+            except BaseException:
+                self.memory.pending.reopen(proposal.id)
+                raise
+            self.memory.pending.finish(proposal.id)
+        log.info("the user %s proposal #%d: %s", "approved" if approve else "rejected", rule_id, proposal.describe())
         return proposal, written
+
+    def finish_decisions(self) -> None:
+        """At start: approvals a kill interrupted (applied or not, not yet dropped) are finished."""
+        for proposal in self.memory.pending.unfinished():
+            try:
+                self.memory.apply_proposal(proposal)
+            except Exception as exc:  # a vault gone, a full disk: never a reason not to start
+                log.warning("could not finish approving proposal #%d (%s): %s; it waits again", proposal.id, proposal.describe(), _why(exc))
+                self.memory.pending.reopen(proposal.id)
+                continue
+            self.memory.pending.finish(proposal.id)
+            log.info("finished approving proposal #%d, interrupted when tarsd stopped: %s", proposal.id, proposal.describe())
 
     def warnings(self) -> list[str]:
         found = []
@@ -467,6 +490,22 @@ class Assistant:
     def close(self) -> None:
         self.memory.guard.stop()
         self.vectors.close()
+
+
+def transcript_parts(messages: list[ChatMessage]) -> tuple[str, list[str]]:
+    """(title, bullets) for a session log written without the model's summary: what each side
+    said, one bullet a message, each bounded; the title from the user's first words."""
+    said = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]
+    first = next((m.content for m in said if m.role == "user"), "")
+    words = " ".join(printable(first).split())
+    title = f"Conversation: {words[:60].rstrip()}" + ("…" if len(words) > 60 else "") if words else "Conversation"
+    bullets = []
+    for message in said:
+        text = " ".join(printable(message.content).split())
+        if len(text) > TRANSCRIPT_MESSAGE_CHARS:
+            text = text[: TRANSCRIPT_MESSAGE_CHARS - 1] + "…"
+        bullets.append(f"- {'you' if message.role == 'user' else 'tars'}: {text}")
+    return title, bullets
 
 
 def tool_calls_section(messages: list[ChatMessage]) -> list[str]:

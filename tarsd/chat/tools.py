@@ -189,6 +189,14 @@ def remember_report(result: Remembered) -> dict:
         if result.by_model:
             report["line"] = result.line
             report["noted_as"] = "noted by you during a conversation (the user sees it listed and can undo it)"
+    elif result.status == "pending" and result.replaced:
+        report.update(
+            old=result.replaced,
+            new=result.line,
+            pending_id=result.pending_id,
+            note="not changed: the line is the user's own, so replacing it waits for the user's approval (tarsctl rules, "
+            "or the web page); tell the user you proposed it",
+        )
     elif result.status == "pending":
         report.update(
             rule=result.line,
@@ -224,6 +232,12 @@ def tool_summary(name: str, output: str) -> str:
         if "line" in report:  # the model's own note: say so, and how to undo it
             return f"the model noted in {where}{under}: {report['line']!r} (undo: tarsctl forget {report['line']!r})"
         return f"remembered in {where}{under}"
+    if status == "pending" and "old" in report:
+        number = report.get("pending_id", "")
+        return (
+            f"the model proposed to replace your line in {where}: {report.get('old', '')!r} -> {report.get('new', '')!r}; "
+            f"nothing changes until you approve it (tarsctl rules approve {number}, or tarsctl rules reject {number})"
+        )
     if status == "pending":
         number = report.get("pending_id", "")
         return (

@@ -168,6 +168,9 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
     origins: list[str] = msgspec.field(default_factory=list)
     # The bearer token's file; empty: http_token beside the config file. Made (mode 0600) on first start.
     token_file: str = ""
+    # The MCP clients' token file; empty: mcp_token beside the config file. Made (mode 0600) on first
+    # start. It reaches /mcp, and elsewhere only what an MCP client may do (docs/security.md).
+    mcp_token_file: str = ""
     # Failed authentications per client address: a burst of this many, then one per second; past
     # that, 429 with Retry-After.
     auth_failures_burst: int = 5

@@ -164,6 +164,8 @@ class Daemon:
                 reindex_soon=self.queue.touch_now,
                 tool_servers=self.tool_servers,
             )
+            # Before any door opens: an approval a kill interrupted is finished, so no one sees it both ways.
+            await asyncio.to_thread(self.assistant.finish_decisions)
             self.watcher = VaultWatcher(self.vault, self._path_changed, self.queue.request_reconcile)
             loop.add_signal_handler(signal.SIGHUP, self.retry)
 
@@ -227,7 +229,7 @@ class Daemon:
         """The HTTP listener; its web framework is imported here, only when enabled. A listener that
         cannot start (a taken port, a bad token file) is logged and shown in status: the socket,
         the index and the chat go on without it."""
-        from tarsd.serve.http_token import token_path
+        from tarsd.serve.http_token import mcp_token_path, token_path
 
         try:
             from tarsd.serve.http import HttpDoor, HttpStartError
@@ -249,7 +251,13 @@ class Daemon:
 
             whatsapp = WhatsApp(self.config.whatsapp, self.config_file, self.engine.store, server.dispatch)
             mounts.append(lambda _dispatch: Mount(whatsapp.path, whatsapp.webhook, lifespan=whatsapp.running, authenticates=True))
-        door = HttpDoor(server, self.config.http, token_path(self.config.http.token_file, self.config_file), mounts)
+        door = HttpDoor(
+            server,
+            self.config.http,
+            token_path(self.config.http.token_file, self.config_file),
+            mounts,
+            mcp_token_file=mcp_token_path(self.config.http.mcp_token_file, self.config_file),
+        )
         try:
             await door.start()
         except HttpStartError as exc:

@@ -36,8 +36,8 @@ from tarsd.memory.lines import (
     split_lines,
     swap_line,
 )
-from tarsd.memory.pending_rules import PendingRules
-from tarsd.memory.text import UnsafeMemoryText, fact_text, section_text
+from tarsd.memory.pending_rules import REMOVE, REPLACE, RULE, PendingRule, PendingRules
+from tarsd.memory.text import fact_text, section_text
 from tarsd.vault.atomic import atomic_update, read_text, read_version
 from tarsd.vault.files import OutsideVault, owned_file, read_owned
 from tarsd.vault.root import make_folders, require_vault
@@ -102,6 +102,7 @@ class Forgotten:
     path: str
     candidates: list[Candidate] = field(default_factory=list)
     removed: str = ""  # the line removed (after a confirmation)
+    pending_id: int = 0  # a model asked to remove a line the user wrote: the proposal waiting for the user
 
 
 class _Gone(Exception):
@@ -181,8 +182,9 @@ class MemoryFiles:
         resembles (or ``replace_line``, exactly) is replaced in place; with nothing alike the
         fact is added. "force": added even beside a similar line (never twice word for word).
 
-        ``by_model``: the model asked (the chat tool). Its facts are stamped by:model; its rules
-        are not written at all but wait in ``self.pending`` for the user's approval."""
+        ``by_model``: the model asked (the chat tool, an MCP client). Its facts are stamped by:model;
+        its rules, and its replacements of lines it did not write, are not written at all but wait in
+        ``self.pending`` for the user's approval."""
         fact = LIST_PREFIX.sub("", fact_text(fact, kind)).strip()
         section = section_text(section)
         if not fact:
@@ -223,6 +225,9 @@ class MemoryFiles:
                     return Remembered(verdict.kind, rel, similar.section, similar=similar.text, reason=verdict.reason)
                 old = similar  # mode "replace": the line it repeats or updates, if any
             stamp = provenance.new_stamp(conversation, by_model=by_model)
+            if old is not None and by_model and not _models(old):
+                # The line is the user's word: a note the model read may have asked it to change it.
+                return self._propose(fact, target, conversation, REPLACE, kind, old.text)
             if old is not None:
                 return self._replace(target, old, fact, stamp)
             if not section.strip() and kind == "semantic" and cosines is None:
@@ -232,17 +237,45 @@ class MemoryFiles:
             self._write(target, lambda text: insert_under(text, chosen, line), added=[(line, chosen)])
         return Remembered(ADDED, rel, chosen, line=fact, by_model=by_model)
 
-    def _propose(self, rule: str, target: Path, conversation: str) -> Remembered:
-        """A rule the model proposed: kept for the user's approval, the rules file untouched."""
+    def _propose(
+        self, text: str, target: Path, conversation: str, action: str = RULE, kind: str = "procedural", old: str = ""
+    ) -> Remembered:
+        """A change the model may not make itself (a rule; replacing or removing a line it did not
+        write): kept for the user's approval, the memory file untouched."""
         rel = self.rel(target)
-        same = next((line for line in memory_lines(read_owned(self.vault, target)) if facts.key(line.text) == facts.key(rule)), None)
-        if same is not None:
-            return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
+        if action == RULE:
+            lines = memory_lines(read_owned(self.vault, target))
+            same = next((line for line in lines if facts.key(line.text) == facts.key(text)), None)
+            if same is not None:
+                return Remembered(DUPLICATE, rel, same.section, similar=same.text, reason="word for word")
         if self.pending is None:
-            raise ValueError("rules the model proposes need the index database to wait in; ask the user to add the rule")
-        proposal, _ = self.pending.propose(rule, provenance.new_stamp(conversation).conversation)
-        log.info("the model proposed a rule, waiting for the user's approval (#%d): %s", proposal.id, rule)
-        return Remembered(PENDING, rel, RULES_SECTION, line=proposal.rule, by_model=True, pending_id=proposal.id)
+            raise ValueError("what the model proposes needs the index database to wait in; ask the user to make the change")
+        proposal, _ = self.pending.propose(text, provenance.new_stamp(conversation).conversation, action, kind, old)
+        log.info("the model proposed a change, waiting for the user's approval (#%d): %s", proposal.id, proposal.describe())
+        section = RULES_SECTION if action == RULE else ""
+        return Remembered(PENDING, rel, section, line=proposal.rule, replaced=old, by_model=True, pending_id=proposal.id)
+
+    def apply_proposal(self, proposal: PendingRule) -> Remembered:
+        """A proposal the user approved, applied as the user's own change. Applying one already
+        applied changes nothing (an approval interrupted by a kill is finished at the next start)."""
+        target = self.target(proposal.kind)
+        rel = self.rel(target)
+        if proposal.action == RULE:
+            return self.remember(proposal.rule, proposal.kind, mode="force", conversation=proposal.conversation)
+        with self._lock:
+            lines = memory_lines(read_owned(self.vault, target))
+            if proposal.action == REMOVE:
+                if self._find(lines, proposal.rule) is not None:
+                    self.forget("", proposal.kind, confirm_line=proposal.rule)
+                return Remembered("removed", rel, replaced=proposal.rule)
+            old = self._find(lines, proposal.target)
+            if old is None:
+                if self._find(lines, proposal.rule) is not None:
+                    return Remembered(REPLACED, rel, line=proposal.rule, replaced=proposal.target)  # applied already
+                raise ValueError(
+                    f"the line {proposal.target!r} is no longer in {rel}, so the proposal to replace it cannot be applied; reject it"
+                )
+            return self._replace(target, old, proposal.rule, provenance.new_stamp(proposal.conversation))
 
     def _replace(self, target: Path, old: MemoryLine, fact: str, stamp: provenance.Stamp) -> Remembered:
         prefix = LIST_PREFIX.match(old.raw)
@@ -309,12 +342,10 @@ class MemoryFiles:
                 old = self._find(existing, confirm_line)
                 if old is None:
                     raise ValueError(f"{confirm_line.strip()!r} is not in {rel} (any more); run forget again to see its lines now")
-                if by_model and (old.stamp is None or not old.stamp.by_model):
+                if by_model and not _models(old):
                     # A note the model read could ask it to delete what the user wrote: that waits for the user.
-                    raise NotTheModels(
-                        f"{old.text!r} in {rel} is the user's line: a model may only remove lines it noted itself",
-                        f"ask the user to run: tarsctl forget {old.text!r}",
-                    )
+                    proposed = self._propose(old.text, target, "", REMOVE, kind)
+                    return Forgotten(rel, [], pending_id=proposed.pending_id)
                 old_key = facts.key(old.text)
 
                 def change(current: str) -> str:
@@ -416,8 +447,9 @@ class MemoryFiles:
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
-class NotTheModels(UnsafeMemoryText):
-    """A model asked to remove a line the user wrote; the hint says how the user does it."""
+def _models(line: MemoryLine) -> bool:
+    """A line the model noted itself (stamped by:model): the only lines a model may change."""
+    return line.stamp is not None and line.stamp.by_model
 
 
 def printable(text: str) -> str:

@@ -1,14 +1,25 @@
-"""Rules the model proposed during a chat, waiting for the user's yes or no.
+"""What a model proposed, waiting for the user's yes or no: rules, and changes to the user's lines.
 
-A procedural rule changes how tars treats every later message, so the model may only propose
-one (memory_remember with kind procedural): it is kept here, in the index database (schema
-version 5), and is not in Procedural.md, not in any prompt and not in search results until the
-user approves it (``tarsctl rules``, ``GET/POST /rules/pending`` over HTTP, the web page).
-Approving writes it into Procedural.md as the user's rule; rejecting drops it.
+A procedural rule changes how tars treats every later message, and a line the user wrote is the
+user's word: so a model (the chat's memory tools, an MCP client) may only *propose* a rule, or a
+change to a line it did not write (replace it, remove it). Each proposal is kept here, in the
+index database, and changes nothing until the user approves it (``tarsctl rules``,
+``GET/POST /rules/pending`` over HTTP, the web page). Approving applies it as the user's;
+rejecting drops it.
 
-The database rather than a file in the vault: a file there would be indexed, searched and
-synced like a note, and a note is exactly what a proposal must not become. Deleting the
-index loses the proposals that are still waiting, nothing else.
+A decision cannot be confused or half made:
+
+- ids are never reused (AUTOINCREMENT), and a decision may name the text the user saw
+  (DecideRule.rule): a card left open on the page can never approve another proposal;
+- a decision is claimed in one transaction (pending -> approving, or deleted for a reject), so an
+  approve and a reject sent at once cannot both win: the second is told it was decided already;
+- an approval is applied to the memory file, then the row goes. tarsd killed in between leaves the
+  row "approving": the next start finishes it (``unfinished``; applying again changes nothing),
+  so a proposal ends either applied and gone, or still pending and not applied.
+
+The database rather than a file in the vault: a file there would be indexed, searched and synced
+like a note, and a note is exactly what a proposal must not become. Deleting the index loses the
+proposals that are still waiting, nothing else.
 """
 
 from __future__ import annotations
@@ -18,15 +29,36 @@ import time
 from dataclasses import dataclass
 
 from tarsd.memory.facts import key
+from tarsd.memory.text import UnsafeMemoryText
 from tarsd.store.database import Store
+
+RULE, REPLACE, REMOVE = "rule", "replace", "remove"
+ACTIONS = (RULE, REPLACE, REMOVE)
+PENDING, APPROVING = "pending", "approving"
+
+_COLUMNS = "id, text, conversation, proposed_at, action, kind, target"
 
 
 @dataclass(frozen=True, slots=True)
 class PendingRule:
     id: int
-    rule: str
+    rule: str  # the rule; replace: the line's new text; remove: the line to remove
     conversation: str = ""
     proposed_at: float = 0.0
+    action: str = RULE
+    kind: str = "procedural"  # the memory file it changes: semantic | procedural
+    target: str = ""  # replace: the line it replaces, as it read when proposed
+
+    def describe(self) -> str:
+        if self.action == REPLACE:
+            return f"replace {self.target!r} with {self.rule!r}"
+        if self.action == REMOVE:
+            return f"remove {self.rule!r}"
+        return f"add the rule {self.rule!r}"
+
+
+class AlreadyDecided(UnsafeMemoryText):
+    """The proposal was decided (or is being decided) by another answer; the hint says where to look."""
 
 
 class PendingRules:
@@ -37,29 +69,68 @@ class PendingRules:
         self.conn = store.writer_connection()
         self.lock = threading.Lock()
 
-    def propose(self, rule: str, conversation: str = "") -> tuple[PendingRule, bool]:
-        """(the proposal, True if new); a rule that reads the same as one waiting is that one."""
+    def propose(
+        self, rule: str, conversation: str = "", action: str = RULE, kind: str = "procedural", target: str = ""
+    ) -> tuple[PendingRule, bool]:
+        """(the proposal, True if new); one that reads the same as one waiting is that one."""
+        if action not in ACTIONS:
+            raise ValueError(f"no such proposal: {action!r}")
+        same = f"{action}|{kind}|{key(target)}|{key(rule)}"
         with self.lock, self.conn:
             self.conn.execute(
-                "INSERT OR IGNORE INTO pending_rules(rule, rule_key, conversation, proposed_at) VALUES (?, ?, ?, ?)",
-                (rule, key(rule), conversation, time.time()),
+                "INSERT OR IGNORE INTO proposals(action, kind, text, target, proposal_key, conversation, proposed_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (action, kind, rule, target, same, conversation, time.time()),
             )
             new = self.conn.changes() > 0
-            row = self.conn.execute(
-                "SELECT id, rule, conversation, proposed_at FROM pending_rules WHERE rule_key = ?", (key(rule),)
-            ).fetchall()[0]
+            row = self.conn.execute(f"SELECT {_COLUMNS} FROM proposals WHERE proposal_key = ?", (same,)).fetchall()[0]
         return PendingRule(*row), new
 
     def list(self) -> list[PendingRule]:
+        """The proposals waiting for the user, oldest first."""
         with self.lock:
-            rows = self.conn.execute("SELECT id, rule, conversation, proposed_at FROM pending_rules ORDER BY id").fetchall()
+            rows = self.conn.execute(f"SELECT {_COLUMNS} FROM proposals WHERE state = ? ORDER BY id", (PENDING,)).fetchall()
         return [PendingRule(*row) for row in rows]
 
-    def get(self, rule_id: int) -> PendingRule | None:
-        with self.lock:
-            rows = self.conn.execute("SELECT id, rule, conversation, proposed_at FROM pending_rules WHERE id = ?", (rule_id,)).fetchall()
-        return PendingRule(*rows[0]) if rows else None
-
-    def drop(self, rule_id: int) -> None:
+    def claim(self, rule_id: int, approve: bool, seen_text: str = "") -> PendingRule:
+        """Take the decision on proposal ``rule_id``, in one transaction: a reject drops it, an
+        approve marks it being applied (``finish`` drops it once applied, ``reopen`` gives it back).
+        ``seen_text``, when given, must be the proposal's text. Raises AlreadyDecided when another
+        answer got there first, ValueError when there is no such proposal or it says something else."""
         with self.lock, self.conn:
-            self.conn.execute("DELETE FROM pending_rules WHERE id = ?", (rule_id,))
+            rows = self.conn.execute(f"SELECT {_COLUMNS}, state FROM proposals WHERE id = ?", (rule_id,)).fetchall()
+            if not rows:
+                raise AlreadyDecided(
+                    f"there is no proposal #{rule_id} waiting: it was approved or rejected already",
+                    "`tarsctl rules` lists those waiting",
+                )
+            *fields, state = rows[0]
+            proposal = PendingRule(*fields)
+            if seen_text and seen_text != proposal.rule:
+                raise UnsafeMemoryText(
+                    f"proposal #{rule_id} says {proposal.rule!r}, not {seen_text!r}: nothing was decided",
+                    "list the proposals again (`tarsctl rules`, or reload the page) and decide what they say now",
+                )
+            if state != PENDING:
+                raise AlreadyDecided(f"proposal #{rule_id} is being approved already", "`tarsctl rules` shows what is still waiting")
+            if approve:
+                self.conn.execute("UPDATE proposals SET state = ? WHERE id = ? AND state = ?", (APPROVING, rule_id, PENDING))
+            else:
+                self.conn.execute("DELETE FROM proposals WHERE id = ? AND state = ?", (rule_id, PENDING))
+        return proposal
+
+    def finish(self, rule_id: int) -> None:
+        """An approved proposal is applied: it leaves the table."""
+        with self.lock, self.conn:
+            self.conn.execute("DELETE FROM proposals WHERE id = ?", (rule_id,))
+
+    def reopen(self, rule_id: int) -> None:
+        """Applying an approved proposal failed (the disk, the line gone): it waits again."""
+        with self.lock, self.conn:
+            self.conn.execute("UPDATE proposals SET state = ? WHERE id = ?", (PENDING, rule_id))
+
+    def unfinished(self) -> list[PendingRule]:
+        """Approvals that tarsd stopped in the middle of (killed between the write and the delete)."""
+        with self.lock:
+            rows = self.conn.execute(f"SELECT {_COLUMNS} FROM proposals WHERE state = ? ORDER BY id", (APPROVING,)).fetchall()
+        return [PendingRule(*row) for row in rows]

@@ -26,6 +26,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from tarsctl.authority import Principal
 from tarsctl.protocol import (
     HttpStatus,
     Message,
@@ -41,7 +42,7 @@ from tarsd.serve.http_guard import (
     is_loopback,
     page_url,
 )
-from tarsd.serve.http_middleware import Counters, Guard
+from tarsd.serve.http_middleware import CALLER, Counters, Guard
 from tarsd.serve.http_token import TokenCheck, TokenError, ensure_token
 from tarsd.serve.socket_server import FD_RESERVE
 
@@ -188,8 +189,9 @@ class _HttpPeer(Peer):
 
     door = "http"
 
-    def __init__(self, stopping: asyncio.Future):
+    def __init__(self, stopping: asyncio.Future, principal: Principal):
         self.stopping = stopping
+        self.principal = principal
 
     def read_ahead(self) -> asyncio.Future:
         return self.stopping
@@ -205,6 +207,8 @@ class HttpDoor:
     mounts: list[MountFactory] = field(default_factory=list)
     url: str = ""
     counters: Counters = field(default_factory=Counters)
+    # The MCP clients' token (tarsctl mcp token): None, no such token is accepted (tests of the door alone).
+    mcp_token_file: Path | None = None
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -214,10 +218,12 @@ class HttpDoor:
         self._lifespans = contextlib.AsyncExitStack()
         self.gate: ConnectionGate | None = None
 
-    def dispatch(self, request: Message) -> AsyncIterator[Message]:
+    def dispatch(self, request: Message, principal: Principal | None = None) -> AsyncIterator[Message]:
+        """Run ``request`` as ``principal``; by default as whoever the guard found the caller to be
+        (from its token). A mount that always serves one kind of caller names it (MCP: an MCP client)."""
         assert self._stopping is not None
         request.id = next(self._ids)
-        return self.server.dispatch(request, _HttpPeer(self._stopping))
+        return self.server.dispatch(request, _HttpPeer(self._stopping, CALLER.get() if principal is None else principal))
 
     async def start(self) -> None:
         settings = self.settings
@@ -235,6 +241,14 @@ class HttpDoor:
                 token = TokenCheck(self.token_file)
             if token.error:
                 raise HttpStartError(token.error)
+            mcp_token = None
+            if self.mcp_token_file is not None:
+                mcp_token = TokenCheck(self.mcp_token_file, "MCP")
+                if mcp_token.error:
+                    ensure_token(self.mcp_token_file)
+                    mcp_token = TokenCheck(self.mcp_token_file, "MCP")
+                if mcp_token.error:
+                    raise HttpStartError(mcp_token.error)
             limiter = FailureLimiter(settings.auth_failures_burst, settings.auth_failures_per_second)
             total = connection_budget(settings.max_connections, self.server.max_connections)
             self.gate = ConnectionGate(min(settings.max_connections_per_client, total), total)
@@ -259,7 +273,7 @@ class HttpDoor:
         self._stopping = loop.create_future()
         mounts = [factory(self.dispatch) for factory in self.mounts]
         own = tuple(mount.path for mount in mounts if mount.authenticates)
-        app = Guard(build_app(self.dispatch, self._stopping, mounts), policy, token, limiter, self.counters, own)
+        app = Guard(build_app(self.dispatch, self._stopping, mounts), policy, token, limiter, self.counters, own, mcp_token)
         protocol = type(
             "GuardedH11",
             (_GuardedH11,),

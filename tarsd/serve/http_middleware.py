@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.responses import Response
 
+from tarsctl.authority import Principal
 from tarsctl.protocol import (
     Error,
 )
@@ -43,6 +45,11 @@ SECURITY_HEADERS = [
 
 TOKEN_HINT = "send Authorization: Bearer TOKEN; `tarsctl http token` prints it"
 
+# Who the request being served came from, set by the guard from the token it presented and read
+# by the door's dispatcher (tarsd/serve/http.py): a request with no accepted token is data, with
+# no rights at all. A context variable carries it to the endpoint and into its response stream.
+CALLER: ContextVar[Principal] = ContextVar("tars_http_caller", default=Principal.DATA)
+
 
 @dataclass(slots=True)
 class Counters:
@@ -62,8 +69,11 @@ class Guard:
         limiter: FailureLimiter,
         counters: Counters,
         self_authenticated: tuple[str, ...] = (),
+        mcp_token: TokenCheck | None = None,
     ):
         self.app, self.policy, self.token, self.limiter, self.counters = app, policy, token, limiter, counters
+        # The MCP clients' token: accepted everywhere, as an MCP client (tarsctl/authority.py).
+        self.mcp_token = mcp_token
         # Paths whose app checks its callers itself (a webhook's signature): no bearer token there.
         self.self_authenticated = self_authenticated
         self._logged_failures = 0
@@ -88,7 +98,11 @@ class Guard:
         refusal = self.refusal(scope, path)
         if refusal is not None:
             return await refusal(scope, receive, send_secured)
-        await self.app(scope, receive, send_secured)
+        caller = CALLER.set(scope.pop("tars.caller", Principal.DATA))
+        try:
+            await self.app(scope, receive, send_secured)
+        finally:
+            CALLER.reset(caller)
 
     def refusal(self, scope: dict, path: str) -> Response | None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -130,6 +144,10 @@ class Guard:
             )
         verdict = self.token.check(presented)
         if verdict:
+            scope["tars.caller"] = Principal.BROWSER
+            return None
+        if self.mcp_token is not None and self.mcp_token.matches(presented):
+            scope["tars.caller"] = Principal.MCP_CLIENT
             return None
         if verdict is None:
             # No token is right while the file cannot be trusted: the user has to fix the file,

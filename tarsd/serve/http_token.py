@@ -17,6 +17,9 @@ import stat
 from pathlib import Path
 
 TOKEN_FILE_NAME = "http_token"
+# MCP clients get a token of their own (``tarsctl mcp token``): it reaches what an MCP client may
+# do and nothing more (tarsctl/authority.py), while the HTTP token is the user's own.
+MCP_TOKEN_FILE_NAME = "mcp_token"
 # secrets.token_urlsafe(32) gives 43 characters; a hand-made token must not be much weaker.
 MIN_TOKEN_CHARS = 32
 
@@ -28,6 +31,13 @@ class TokenError(Exception):
 def token_path(token_file: str, config_file: Path) -> Path:
     """``[http] token_file``, else http_token beside the config file (the platform config dir by default)."""
     return Path(token_file).expanduser() if token_file else Path(config_file).expanduser().parent / TOKEN_FILE_NAME
+
+
+def mcp_token_path(mcp_token_file: str, config_file: Path) -> Path:
+    """``[http] mcp_token_file``, else mcp_token beside the config file."""
+    if mcp_token_file:
+        return Path(mcp_token_file).expanduser()
+    return Path(config_file).expanduser().parent / MCP_TOKEN_FILE_NAME
 
 
 def ensure_token(path: Path) -> str:
@@ -97,8 +107,9 @@ class TokenCheck:
     the token is re-read when anything about the file changed (a chmod or chown changes its
     ctime, a rotation its inode)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, what: str = "HTTP"):
         self.path = path
+        self.what = what
         self._seen: tuple[int, ...] | None = None  # what the stat of the file last read said
         self._token: bytes | None = None
         self.error = ""  # why the file cannot be used now; "" when it can
@@ -109,7 +120,8 @@ class TokenCheck:
             info = os.stat(self.path)
         except OSError:
             self._seen, self._token = None, None
-            self.error = f"the HTTP token file {self.path} is gone: `tarsctl http token` makes a new one"
+            command = "tarsctl mcp token" if self.what == "MCP" else "tarsctl http token"
+            self.error = f"the {self.what} token file {self.path} is gone: `{command}` makes a new one"
             return
         key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_uid)
         if key == self._seen:

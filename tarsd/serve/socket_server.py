@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from tarsctl.authority import AUTHORITY, Principal
 from tarsctl.protocol import Error, Hello, Message, Welcome
 from tarsctl.socket_path import socket_dir_problem
 from tarsctl.transport import HEADER, MAX_REQUEST_BYTES, PROTOCOL_VERSION, SUN_PATH_MAX
@@ -106,6 +107,20 @@ class AcceptErrorFilter:
         extra = f" ({self.suppressed} more since the last report)" if self.suppressed else ""
         log.error("cannot accept connections: %s%s; tarsd keeps serving open ones", context.get("exception", message), extra)
         self.last, self.suppressed = now, 0
+
+
+def lowered_principal(acts_as: str) -> Principal:
+    """The connection's principal: the user at the terminal, unless the hello lowers it to a
+    principal with fewer rights (tarsctl mcp says it is an MCP client). Raising it is refused."""
+    if not acts_as:
+        return Principal.TERMINAL
+    try:
+        wanted = Principal(acts_as)
+    except ValueError:
+        raise RequestError("bad_request", f"hello: acts_as {acts_as!r} is no principal", "see docs/security.md") from None
+    if not AUTHORITY[wanted] <= AUTHORITY[Principal.TERMINAL]:
+        raise RequestError("forbidden", f"hello: a socket client cannot act as {acts_as}", "leave acts_as empty")
+    return wanted
 
 
 class SocketInUse(Exception):
@@ -290,8 +305,10 @@ class Server:
                 raise RequestError(
                     "bad_request", f"the first message must be hello, not {type(hello).__name__.lower()}", "see docs/protocol.md"
                 )
+            principal = lowered_principal(hello.acts_as)
             await self._send(writer, Welcome(protocol=PROTOCOL_VERSION, server=f"tarsd/{__version__}", capabilities=CAPABILITIES), codec)
             connection = _Connection(self, reader, codec)
+            connection.principal = principal
             try:
                 while True:
                     request = await connection.next(settings.idle_timeout_seconds)

@@ -12,7 +12,7 @@ import apsw
 
 from tarsd.store.errors import StoreError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -186,6 +186,28 @@ ALTER TABLE chunks ADD COLUMN embed_context TEXT NOT NULL DEFAULT '';  -- the li
 UPDATE files SET chunker = '' WHERE skipped = 0;
 """
 
+# Version 8: what a model proposed, waiting for the user (tarsd/memory/pending_rules.py): rules as
+# before, and now changes to memory lines the model did not write (replace, remove). Ids are never
+# reused (AUTOINCREMENT: a card left open cannot approve a later proposal under the same number),
+# and ``state`` lets a decision be claimed in one transaction and an approval interrupted by a kill
+# be finished at the next start. The waiting rules keep their ids.
+_SCHEMA_PROPOSALS = """
+CREATE TABLE proposals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    action TEXT NOT NULL DEFAULT 'rule',     -- rule | replace | remove
+    kind TEXT NOT NULL DEFAULT 'procedural', -- the memory file it changes: semantic | procedural
+    text TEXT NOT NULL,                      -- the rule; replace: the new text; remove: the line to remove
+    target TEXT NOT NULL DEFAULT '',         -- replace: the line it replaces
+    proposal_key TEXT NOT NULL UNIQUE,       -- the same proposal made twice is one
+    conversation TEXT NOT NULL DEFAULT '',
+    proposed_at REAL NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending'    -- pending | approving (applied, not yet dropped)
+);
+INSERT INTO proposals(id, action, kind, text, proposal_key, conversation, proposed_at)
+    SELECT id, 'rule', 'procedural', rule, 'rule|procedural||' || rule_key, conversation, proposed_at FROM pending_rules;
+DROP TABLE pending_rules;
+"""
+
 MIGRATIONS = {
     1: _SCHEMA_V1,
     2: _SCHEMA_V2,
@@ -194,6 +216,7 @@ MIGRATIONS = {
     5: _SCHEMA_PENDING_RULES,
     6: _SCHEMA_CHANNEL_MESSAGES,
     7: _SCHEMA_PASSAGES_STORED_ONCE,
+    8: _SCHEMA_PROPOSALS,
 }
 
 

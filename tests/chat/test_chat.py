@@ -212,6 +212,20 @@ def test_one_shot_chat_ends_with_a_session_log(make_assistant, vault, fake_ollam
     assert assistant.conversations.load("oneshot").messages == []
 
 
+def test_a_conversation_whose_summary_comes_back_empty_is_logged_from_its_transcript(make_assistant, vault, fake_ollama):
+    # Observation 15 of issue 36: the model answered the summary request with no text, and /exit
+    # wrote no session log and dropped the conversation without a word.
+    fake_ollama.script = [{"text": "Noted, the spare key is under the blue pot."}, {"text": ""}]
+    assistant = make_assistant()
+    assistant.chat("cli", "the spare key is under the blue pot")
+    result = assistant.end("cli")
+    assert result.session_log, result.warnings
+    log = (vault / result.session_log).read_text()
+    assert "the spare key is under the blue pot" in log and "Noted, the spare key" in log
+    assert any("no summary" in warning for warning in result.warnings), result.warnings
+    assert assistant.conversations.load("cli").messages == []
+
+
 def test_feedback_and_review_with_approval(make_assistant, vault, fake_ollama):
     fake_ollama.script = [
         {"text": "It is 30 degrees in Dublin."},

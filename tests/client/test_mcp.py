@@ -150,8 +150,12 @@ def test_remember_update_and_forget(start_daemon, filled_vault, tmp_path):
             assert update.structured_content["status"] == "possible_update" and "mode 'replace'" in text(update)
             assert "locker number is 14" not in memory.read_text()
             line = update.structured_content["similar"]
+            # The locker line is the user's own: an AI tool's replacement only waits for the user (issue 36, observation 6).
             replaced = await session.call_tool("remember", {"fact": "My locker number is 14", "mode": "replace", "replace_line": line})
-            assert text(replaced) == "replaced in Memory.md under Core:\n- My locker number is 12\n+ My locker number is 14"
+            assert replaced.structured_content["status"] == "pending" and "is the user's own line" in text(replaced)
+            assert "- My locker number is 12\n" in memory.read_text() and "locker number is 14" not in memory.read_text()
+            assert daemon.tarsctl("rules", "approve", str(replaced.structured_content["pending_id"])).returncode == 0
+            assert "locker number is 12" not in memory.read_text() and "- My locker number is 14 <!-- tars:" in memory.read_text()
 
             rule = await session.call_tool("remember", {"fact": "Use metric units", "kind": "procedural"})
             # A rule from an AI tool is only proposed: nothing is active until the user approves it.
@@ -159,17 +163,20 @@ def test_remember_update_and_forget(start_daemon, filled_vault, tmp_path):
             assert "metric" not in (filled_vault / "Procedural.md").read_text()
             assert daemon.tarsctl("rules").stdout.count("Use metric units") == 1
 
-            listed = await session.call_tool("forget", {"text": "locker"})
+            noted = await session.call_tool("remember", {"fact": "Parks in bay B7 at work", "section": "Core"})
+            assert not noted.is_error and "bay B7" in memory.read_text()
+            listed = await session.call_tool("forget", {"text": "parks bay B7"})
             [candidate] = listed.structured_content["candidates"]
-            assert candidate["line"] == "My locker number is 14" and "nothing removed yet" in text(listed)
-            assert "in chat mcp:test-client" in text(listed)
-            assert "locker" in memory.read_text()
+            assert candidate["line"] == "Parks in bay B7 at work" and "nothing removed yet" in text(listed)
+            assert "noted by the model" in text(listed) and "in chat mcp:test-client" in text(listed)
+            assert "bay B7" in memory.read_text()
             gone = await session.call_tool("forget", {"confirm_line": candidate["line"]})
-            assert text(gone) == "removed from Memory.md: My locker number is 14" and "locker" not in memory.read_text()
+            assert text(gone) == "removed from Memory.md: Parks in bay B7 at work" and "bay B7" not in memory.read_text()
 
-            # A line the user wrote is not the AI tool's to remove (a note it read could ask it to).
+            # A line the user wrote is not the AI tool's to remove (a note it read could ask it to): it is proposed.
             users = await session.call_tool("forget", {"confirm_line": "Name: Sam"})
-            assert users.is_error and "tarsctl forget 'Name: Sam'" in text(users) and "- Name: Sam\n" in memory.read_text()
+            assert not users.is_error and "proposed, not removed" in text(users) and "- Name: Sam\n" in memory.read_text()
+            assert "remove your line 'Name: Sam'" in daemon.tarsctl("rules").stdout
 
             neither = await session.call_tool("forget", {})
             assert neither.is_error and "give text" in text(neither)

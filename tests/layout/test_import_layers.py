@@ -20,7 +20,15 @@ from harness.paths import REPO
 LAYERS: list[tuple[str, ...]] = [
     # The wire, what the client and the daemon share: frames and the socket's place, the messages,
     # and what both read from a user (times like "7d", memory types) or show of a search.
-    ("tarsctl.__init__", "tarsctl.transport", "tarsctl.socket_path", "tarsctl.arguments", "tarsctl.search_view", "tarsctl.protocol"),
+    (
+        "tarsctl.__init__",
+        "tarsctl.transport",
+        "tarsctl.socket_path",
+        "tarsctl.arguments",
+        "tarsctl.search_view",
+        "tarsctl.protocol",
+        "tarsctl.authority",
+    ),
     ("tarsctl.client",),  # talking to tarsd over its socket
     ("tarsctl.mcp",),  # the MCP tool table (tarsctl mcp, and tarsd's /mcp over HTTP)
     ("tarsd.__init__", "tarsd.config"),

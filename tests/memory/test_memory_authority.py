@@ -149,12 +149,12 @@ def test_a_model_obeying_a_note_cannot_make_a_rule_active_without_the_user(start
     assert approved.returncode == 0 and f"approved #1: added to Procedural.md as your rule: {ORDER}" in approved.stdout
     stamp = new_stamp("oneshot").render()  # the user's rule: no by:model
     assert (memory_vault / "Procedural.md").read_text() == f"{RULES}- {ORDER} {stamp}\n"
-    assert "no rules waiting" in daemon.tarsctl("rules").stdout
+    assert "nothing the model proposed waits" in daemon.tarsctl("rules").stdout
 
     assert daemon.tarsctl("chat", "and now?").returncode == 0
     assert ORDER in rules_block(system_prompts(fake_ollama)[-1])  # active once approved
     again = daemon.tarsctl("rules", "approve", "1")
-    assert again.returncode != 0 and "there is no proposed rule #1" in again.stderr
+    assert again.returncode != 0 and "there is no proposal #1" in again.stderr
 
 
 def test_a_rejected_rule_never_reaches_the_file_and_the_web_api_decides_too(http_daemon, memory_vault, fake_ollama):
@@ -181,7 +181,7 @@ def test_a_rejected_rule_never_reaches_the_file_and_the_web_api_decides_too(http
         approved = client.post("/rules/pending/2", json={"approve": True}).json()
         assert (approved["status"], approved["path"]) == ("added", "Procedural.md")
         gone = client.post("/rules/pending/1", json={"approve": True})
-        assert gone.status_code == 400 and "there is no proposed rule #1" in gone.json()["message"]
+        assert gone.status_code == 400 and "there is no proposal #1" in gone.json()["message"]
         assert client.post("/rules/pending/2", json={}).status_code == 400  # approve is required
         assert client.get("/rules/pending").json()["rules"] == []
     text_now = (memory_vault / "Procedural.md").read_text()

@@ -111,7 +111,9 @@ def test_forget_and_remember_in_the_repl(memory_daemon, vault):
     assert (vault / "Memory.md").read_text() == f"# Core\n- Dog: Perry\n- My locker number is 14 {new_stamp('cli').render()}\n"
 
 
-def test_the_model_replaces_a_line_and_the_user_sees_it(memory_daemon, vault, fake_ollama):
+def test_the_model_proposes_to_replace_the_users_line_and_only_the_user_applies_it(memory_daemon, vault, fake_ollama):
+    """Issue 36, observation 6: the model's memory_remember with mode replace overwrote a line the
+    user wrote by hand. Now the change waits as a proposal; the user's approval applies it."""
     write(vault, "Memory.md", "# Core\n- Name: Sam\n- My locker number is 12\n")
     fake_ollama.script = [
         {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "My locker number is 14"}}]},
@@ -130,12 +132,18 @@ def test_the_model_replaces_a_line_and_the_user_sees_it(memory_daemon, vault, fa
     done = daemon.tarsctl("chat", "my locker is 14 now")
     assert done.returncode == 0, done.stderr
     assert "· memory: not stored yet: close to 'My locker number is 12' in Memory.md (the numbers differ" in done.stderr
-    assert "· memory: the model replaced in Memory.md: 'My locker number is 12' -> 'My locker number is 14'" in done.stderr
     assert (
-        vault / "Memory.md"
-    ).read_text() == f"# Core\n- Name: Sam\n- My locker number is 14 {new_stamp('oneshot', by_model=True).render()}\n"
+        "· memory: the model proposed to replace your line in Memory.md: 'My locker number is 12' -> 'My locker number is 14'; "
+        "nothing changes until you approve it (tarsctl rules approve 1" in done.stderr
+    )
+    assert (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n- My locker number is 12\n"
     first_result = fake_ollama.bodies("/api/chat")[1]["messages"][-1]["content"]
     assert '"status": "possible_update"' in first_result and '"similar": "My locker number is 12"' in first_result
+    listed = daemon.tarsctl("rules")
+    assert "in Memory.md, replace your line 'My locker number is 12' with 'My locker number is 14'" in listed.stdout, listed.stdout
+    approved = daemon.tarsctl("rules", "approve", "1")
+    assert approved.returncode == 0, approved.stderr
+    assert (vault / "Memory.md").read_text() == f"# Core\n- Name: Sam\n- My locker number is 14 {new_stamp('oneshot').render()}\n"
 
 
 def test_status_shows_which_recall_mode_is_active(memory_daemon, vault):

@@ -22,7 +22,7 @@ def test_version_1_database_is_migrated_forward(tmp_path):
 
     store = Store(path)
     try:
-        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 7
+        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 8
         assert store.get_meta("kept") == "yes"
         tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {
@@ -33,7 +33,7 @@ def test_version_1_database_is_migrated_forward(tmp_path):
             "note_aliases",
             "chunks_vocab",
             "memory_line_vectors",
-            "pending_rules",
+            "proposals",
             "channel_messages",
         } <= tables
     finally:
@@ -92,7 +92,7 @@ def test_version_6_passages_are_written_again_once_with_their_vectors_from_the_c
 
     engine = make_engine("local")
     conn = engine.store.conn
-    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == 7
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "chunks_fts_content" not in tables  # the keyword table keeps no text
     assert "embed_text" not in {r[1] for r in conn.execute("PRAGMA table_info(chunks)")}
@@ -117,3 +117,35 @@ def test_version_6_passages_are_written_again_once_with_their_vectors_from_the_c
     assert pending_text == "Sourdough\n\nA starter fed twice a day."
     # The chunker hashed the text it made for the embedder: the text read back is that text.
     assert hashlib.sha256(pending_text.encode("utf-8")).hexdigest() == content_hash
+
+
+def test_version_7_pending_rules_become_proposals_with_their_ids_and_ids_are_never_reused(tmp_path):
+    """Issue 36, observation 5: an id freed by a rejection was given to the next proposal, so a card
+    left open approved another rule. Version 8 keeps the waiting rules under their ids, and new
+    proposals take ids after every id ever used."""
+    from tarsd.memory.pending_rules import PendingRules
+
+    path = tmp_path / "v7.sqlite3"
+    conn = apsw.Connection(str(path))
+    with conn:
+        for version in range(1, 8):
+            if version == 7:
+                load_vec_extension(conn)
+            conn.execute(MIGRATIONS[version])
+        conn.execute("PRAGMA user_version = 7")
+        conn.execute(
+            "INSERT INTO pending_rules(id, rule, rule_key, conversation, proposed_at) VALUES (4, 'Answer briefly', 'k', 'cli', 1.0)"
+        )
+    conn.close()
+    store = Store(path)
+    try:
+        pending = PendingRules(store)
+        [kept] = pending.list()
+        assert (kept.id, kept.rule, kept.conversation, kept.action) == (4, "Answer briefly", "cli", "rule")
+        second, _ = pending.propose("Use metric units")
+        assert second.id == 5
+        pending.claim(second.id, approve=False)  # rejected: its id is never given out again
+        third, _ = pending.propose("Prefer British spelling")
+        assert third.id == 6
+    finally:
+        store.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
+from tarsctl.authority import refusal
 from tarsctl.protocol import (
     ApplyReview,
     Cancel,
@@ -83,6 +84,11 @@ async def dispatch(daemon: DaemonParts, request: Message, peer: Peer) -> AsyncIt
     try:
         if handler is None:
             yield Error(id=request_id, code="bad_request", message=f"{type(request).__name__.lower()} is not a request here")
+            return
+        refused = refusal(peer.principal, request)
+        if refused is not None:  # the one place every door's request is held against the authority table
+            log.info("refused %s from %s: %s", type(request).__name__, peer.principal.value, refused[0])
+            yield Error(id=request_id, code="forbidden", message=refused[0], hint=refused[1])
             return
         async for reply in handler(daemon, request, peer):
             yield reply

@@ -8,6 +8,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 
+from tarsctl.authority import refusal
 from tarsctl.protocol import (
     Cancel,
     Chat,
@@ -153,8 +154,10 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
                     message = None  # a broken frame mid-chat: treat as a disconnect
                 if isinstance(message, DecideToolCall):
                     # The user's answer to an approval event, on the chat's own connection: consumed,
-                    # and the next frame read ahead again.
-                    daemon.assistant.approvals.decide(message.approval, message.approve, message.always, answered_by(peer))
+                    # and the next frame read ahead again. It bypasses the dispatcher, so it asks the
+                    # authority table here (an "always" needs the right to allow a tool).
+                    if refusal(peer.principal, message) is None:
+                        daemon.assistant.approvals.decide(message.approval, message.approve, message.always, answered_by(peer))
                     peer.pending = None
                     incoming = peer.read_ahead()
                 else:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from tarsctl.authority import Principal
 from tarsctl.protocol import Error, Message
 from tarsd.serve.parts import DaemonParts
 from tarsd.vault.files import OutsideVault, vault_relative
@@ -29,6 +30,9 @@ class Peer:
     chat, the client's next frame, read ahead (a Cancel, or None once the client is gone)."""
 
     pending: asyncio.Future | None = None
+    # Who is asking, from the credential the door was reached with (tarsctl/authority.py); the
+    # dispatcher asks the authority table with it before any handler runs.
+    principal = Principal.TERMINAL
     door = "socket"  # socket | http | channel: who answered an approval, for the log
     who = ""  # the answerer named in full, when the door knows better (a messenger channel: "you in WhatsApp (#…)")
 

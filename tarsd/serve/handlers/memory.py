@@ -52,6 +52,7 @@ async def remember(daemon: DaemonParts, request: Remember, _peer: Peer) -> Async
         reason=done.reason,
         replaced=done.replaced,
         line=done.line,
+        pending_id=done.pending_id,
     )
 
 
@@ -60,7 +61,7 @@ async def forget(daemon: DaemonParts, request: Forget, _peer: Peer) -> AsyncIter
         daemon.assistant.memory.forget, request.text, request.kind, request.confirm_line, request.limit, request.by_model
     )
     candidates = [MemoryCandidate(c.line, c.section, c.line_number, c.score, c.provenance) for c in done.candidates]
-    yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed)
+    yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed, pending_id=done.pending_id)
 
 
 async def feedback(daemon: DaemonParts, request: Feedback, _peer: Peer) -> AsyncIterator[Message]:
@@ -80,12 +81,24 @@ async def apply_review(daemon: DaemonParts, request: ApplyReview, _peer: Peer) -
 
 async def pending_rules(daemon: DaemonParts, request: PendingRules, _peer: Peer) -> AsyncIterator[Message]:
     waiting = await asyncio.to_thread(daemon.assistant.pending_rules)
-    rules = [PendingRule(p.id, p.rule, p.conversation, p.proposed_at) for p in waiting]
+    files = daemon.config.memory
+    rules = [
+        PendingRule(
+            p.id,
+            p.rule,
+            p.conversation,
+            p.proposed_at,
+            p.action,
+            p.target,
+            files.procedural_file if p.kind == "procedural" else files.semantic_file,
+        )
+        for p in waiting
+    ]
     yield PendingRulesReply(id=request.id, rules=rules, path=daemon.config.memory.procedural_file)
 
 
 async def decide_rule(daemon: DaemonParts, request: DecideRule, _peer: Peer) -> AsyncIterator[Message]:
-    proposal, written = await asyncio.to_thread(daemon.assistant.decide_rule, request.rule_id, request.approve)
+    proposal, written = await asyncio.to_thread(daemon.assistant.decide_rule, request.rule_id, request.approve, request.rule)
     yield RuleDecided(
         id=request.id,
         rule_id=proposal.id,
@@ -93,4 +106,5 @@ async def decide_rule(daemon: DaemonParts, request: DecideRule, _peer: Peer) -> 
         approved=request.approve,
         status=written.status if written is not None else "rejected",
         path=written.path if written is not None else "",
+        action=proposal.action,
     )
