@@ -14,8 +14,8 @@ or SSE events when streamed (http_json).
     GET    /conversations/{id}/messages  conversation_history -> conversation_messages (the last ?limit=50)
     DELETE /conversations/{id}    end_conversation  -> conversation_ended (the session log is written first)
     POST   /remember              remember          -> remembered
-    GET    /rules/pending         pending_rules     -> pending_rules_reply (rules the model proposed)
-    POST   /rules/pending/{id}    decide_rule       -> rule_decided ({"approve": true} or false)
+    GET    /rules/pending         pending_rules     -> pending_rules_reply (what the model proposed: rules, changes to memory lines)
+    POST   /rules/pending/{id}    decide_rule       -> rule_decided ({"approve": true} or false, and "rule": the text shown)
     POST   /index                 index             -> index_done, or SSE progress / index_done
     GET    /status                status            -> status_reply
     GET    /docs, /openapi.json   the API description
@@ -161,7 +161,9 @@ class RememberBody(msgspec.Struct):
 
 
 class DecideBody(msgspec.Struct):
-    approve: bool  # true: the rule goes into the rules file as the user's; false: it is dropped
+    approve: bool  # true: the proposal is applied as the user's (a rule into the rules file); false: it is dropped
+    # The proposal's text as shown to the user: the decision is refused if proposal {id} says anything else.
+    rule: str = ""
 
 
 class IndexBody(msgspec.Struct):
@@ -169,6 +171,24 @@ class IndexBody(msgspec.Struct):
     full: bool = False  # re-read and re-chunk every file
     wait: bool = False  # also wait until every passage has its vector
     stream: bool = False  # progress as server-sent events
+
+
+# Each endpoint and the protocol request it runs (what it may do is the authority table's, asked by the
+# dispatcher: tarsctl/authority.py). tests/layout/test_authority.py checks this against the app's routes.
+ROUTES: dict[tuple[str, str], type[Message]] = {
+    ("GET", "/search"): Search,
+    ("POST", "/chat"): Chat,
+    ("POST", "/chat/approvals/{approval_id}"): DecideToolCall,
+    ("GET", "/tools"): ListTools,
+    ("GET", "/conversations"): ListConversations,
+    ("GET", "/conversations/{conversation_id}/messages"): ConversationHistory,
+    ("DELETE", "/conversations/{conversation_id}"): EndConversation,
+    ("POST", "/remember"): Remember,
+    ("GET", "/rules/pending"): PendingRules,
+    ("POST", "/rules/pending/{rule_id}"): DecideRule,
+    ("POST", "/index"): Index,
+    ("GET", "/status"): Status,
+}
 
 
 def _static(name: str) -> bytes:
@@ -350,7 +370,7 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
     @app.post("/rules/pending/{rule_id}", tags=["memory"], summary="Approve (into the rules file) or reject a proposed rule")
     async def decide_rule(rule_id: int, request: Request) -> Response:
         body: DecideBody = await read_body(request, DecideBody)
-        return await answer(protocol_message(DecideRule, rule_id=rule_id, approve=body.approve), RuleDecided)
+        return await answer(protocol_message(DecideRule, rule_id=rule_id, approve=body.approve, rule=body.rule), RuleDecided)
 
     @app.post("/index", tags=["index"], summary="Index the vault, or some notes, now")
     async def index(request: Request) -> Response:

@@ -444,11 +444,11 @@
       const waiting = await json(await api("/rules/pending"));
       const items = waiting.rules.map((proposal) => {
         const item = el("li", "pending-rule");
-        item.append(el("span", "pending-text", proposal.rule));
+        item.append(el("span", "pending-text", describeProposal(proposal)));
         for (const [label, approve] of [["Approve", true], ["Reject", false]]) {
           const button = el("button", "", label);
           button.type = "button";
-          button.addEventListener("click", () => decideRule(proposal.id, approve));
+          button.addEventListener("click", () => decideRule(proposal.id, proposal.rule, approve));
           item.append(button);
         }
         return item;
@@ -460,14 +460,23 @@
     }
   }
 
-  async function decideRule(id, approve) {
+  // What approving would change: a rule, or a change to one of the user's memory lines.
+  function describeProposal(proposal) {
+    if (proposal.action === "replace") return `In ${proposal.path}, replace your line “${proposal.target}” with “${proposal.rule}”`;
+    if (proposal.action === "remove") return `Remove your line “${proposal.rule}” from ${proposal.path}`;
+    return proposal.rule;
+  }
+
+  // The decision names the text shown: tarsd refuses it if the proposal under that id says anything
+  // else (a card left open while the list changed).
+  async function decideRule(id, rule, approve) {
     $("pending-error").textContent = "";
     try {
       await json(
         await api("/rules/pending/" + encodeURIComponent(id), {
           method: "POST",
           headers: { "Content-Type": "application/json" },
-          body: JSON.stringify({ approve }),
+          body: JSON.stringify({ approve, rule }),
         })
       );
     } catch (error) {

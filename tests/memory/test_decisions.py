@@ -1,0 +1,95 @@
+"""Issue 36, observation 12: a decision on a proposal either happened or did not. An approve and a
+reject sent at once both succeeded (1 trial in 5), and tarsd killed during an approval left the
+rule both in Procedural.md and pending (rejecting it then said "rejected" and left it active).
+
+Real parts: the assistant on a real index database and vault, many threads at once; and a real
+tarsd killed with SIGKILL while approvals run, then started again."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from harness.vault_files import write
+from tarsctl.client import Client
+from tarsctl.protocol import DecideRule, Error, PendingRules, Remember
+from tarsd.chat.assistant import Assistant
+from tarsd.memory.pending_rules import AlreadyDecided
+
+TRIALS = 20
+
+
+@pytest.fixture
+def assistant(make_engine):
+    engine = make_engine(kind="none")
+    engine.indexer.sync()
+    made = Assistant(engine.config, engine, reindex=lambda rel: None)
+    yield made
+    made.close()
+
+
+def test_an_approve_and_a_reject_at_once_one_wins_the_other_is_told(assistant, vault):
+    for trial in range(TRIALS):
+        rule = f"Rule number {trial} of the race"
+        result = assistant.memory.remember(rule, "procedural", by_model=True)
+        outcomes: dict[bool, str] = {}
+        start = threading.Barrier(2)
+
+        def decide(approve: bool, pending_id: int = result.pending_id) -> None:
+            start.wait()
+            try:
+                assistant.decide_rule(pending_id, approve)
+                outcomes[approve] = "decided"
+            except AlreadyDecided:
+                outcomes[approve] = "already decided"
+
+        threads = [threading.Thread(target=decide, args=(approve,)) for approve in (True, False)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes.values()) == ["already decided", "decided"], (trial, outcomes)
+        active = rule in (vault / "Procedural.md").read_text(encoding="utf-8") if (vault / "Procedural.md").exists() else False
+        assert active == (outcomes[True] == "decided"), (trial, outcomes)
+        assert all(p.rule != rule for p in assistant.pending_rules())
+
+
+def test_a_proposal_whose_line_is_gone_waits_again_when_approved(assistant, vault):
+    write(vault, "Memory.md", "# Core\n- My locker number is 12\n")
+    proposed = assistant.memory.remember("My locker number is 14", mode="replace", replace_line="My locker number is 12", by_model=True)
+    assert proposed.status == "pending" and (vault / "Memory.md").read_text() == "# Core\n- My locker number is 12\n"
+    write(vault, "Memory.md", "# Core\n- Name: Sam\n")  # the user edited the line away meanwhile
+    with pytest.raises(ValueError, match="is no longer in Memory.md"):
+        assistant.decide_rule(proposed.pending_id, approve=True)
+    assert [p.id for p in assistant.pending_rules()] == [proposed.pending_id]  # still the user's to reject
+    assistant.decide_rule(proposed.pending_id, approve=False)
+    assert assistant.pending_rules() == [] and (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n"
+
+
+def test_kill_9_during_approvals_never_leaves_a_rule_both_active_and_pending(start_daemon, vault):
+    daemon = start_daemon()
+    rng = random.Random(36)
+    for trial in range(TRIALS):
+        rule = f"Rule {trial}: answer in {rng.choice(['French', 'Irish', 'Dutch'])} on day {trial}"
+        with Client(daemon.socket, timeout=30) as client:
+            proposed = client.call(Remember(id=client.next_id(), fact=rule, kind="procedural", by_model=True))
+            approve = rng.random() < 0.75
+            client.send(DecideRule(id=client.next_id(), rule_id=proposed.pending_id, approve=approve, rule=rule))
+            time.sleep(rng.uniform(0.0, 0.03))  # somewhere in the decision: before it, in the write, after it
+            daemon.kill()
+        daemon.start(scanned=False)
+        procedural = vault / "Procedural.md"
+        active = procedural.exists() and rule in procedural.read_text(encoding="utf-8")
+        with Client(daemon.socket, timeout=30) as client:
+            waiting = client.call(PendingRules(id=client.next_id()))
+        pending = any(p.rule == rule for p in waiting.rules)
+        # Either the decision happened (approved: active; rejected: gone) or it did not (pending), never both.
+        assert not (active and pending), f"trial {trial}: active and pending"
+        assert active or pending if approve else not active, f"trial {trial} ({approve=}): active={active}, pending={pending}"
+        if pending:  # a reject now really rejects it; an approve now really approves it
+            with Client(daemon.socket, timeout=30) as client:
+                decided = client.call(DecideRule(id=client.next_id(), rule_id=proposed.pending_id, approve=False, rule=rule))
+            assert not isinstance(decided, Error) and not (procedural.exists() and rule in procedural.read_text(encoding="utf-8"))
