@@ -38,7 +38,7 @@ def test_an_approve_and_a_reject_at_once_one_wins_the_other_is_told(assistant, v
         outcomes: dict[bool, str] = {}
         start = threading.Barrier(2)
 
-        def decide(approve: bool, pending_id: int = result.pending_id) -> None:
+        def decide(approve: bool, pending_id: int = result.pending_id, start=start, outcomes=outcomes) -> None:
             start.wait()
             try:
                 assistant.decide_rule(pending_id, approve)
