@@ -79,8 +79,8 @@ _USER = frozenset(Right)
 
 AUTHORITY: dict[Principal, frozenset[Right]] = {
     Principal.TERMINAL: _USER,
-    # The page has no way to stop tarsd; everything else the user does at the terminal it does too.
-    Principal.BROWSER: _USER - {Right.CONTROL},
+    # The HTTP token is the user's own: the page, or a client the user gave it to (never an MCP client).
+    Principal.BROWSER: _USER,
     # A phone says what the user says, taps "Run it" on a call shown whole, and nothing that changes
     # tarsd's settings: "always" and rule decisions are made at the terminal or on the page.
     Principal.PHONE: frozenset({Right.READ, Right.CONVERSE, Right.REMEMBER_AS_USER, Right.APPROVE_TOOL_CALL}),

@@ -226,7 +226,7 @@ def _status(client: Client, args) -> int:
         for noted in memory.model_lines[:5]:
             lines.append(f"             {noted.line!r} in {noted.file} ({noted.noted}); undo: tarsctl forget {noted.line!r}")
     if memory.pending_rules:
-        lines.append(f"           {memory.pending_rules} rule(s) the model proposed wait for your approval: tarsctl rules")
+        lines.append(f"           {memory.pending_rules} proposal(s) of the model (rules, changes to your lines) wait for your approval: tarsctl rules")
     web = reply.http
     if web.enabled:
         if web.url:
