@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tarsctl.arguments import parse_when
+from tarsctl.authority import Principal, Right, may
 from tarsd.chat import prompts
 from tarsd.chat.conversations import ToolCall
 from tarsd.markdown.tags import normalise as normalise_tag
@@ -135,7 +136,9 @@ class Tools:
             mode=str(args.get("mode") or ""),
             replace_line=str(args.get("replace_line") or ""),
             conversation=conversation or "chat",
-            by_model=True,
+            # The model writes with its own rights (tarsctl/authority.py): stamped by:model, and what it
+            # may not do itself (a rule, a change to the user's line) only proposed.
+            by_model=not may(Principal.MODEL, Right.REMEMBER_AS_USER),
         )
         if result.added:
             # The memory files re-index soon by themselves; the model may search in its next step,
