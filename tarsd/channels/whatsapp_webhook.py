@@ -5,7 +5,8 @@ Meta cannot send it: the signature is this path's authentication).
 - ``GET``: Meta's verification when the webhook is set up in its dashboard: ``hub.challenge`` is
   answered only when ``hub.mode`` is ``subscribe`` and ``hub.verify_token`` is the verify token
   (compared in constant time); anything else gets 403.
-- ``POST``: a delivery. The raw body is read (at most MAX_BODY_BYTES) and its ``X-Hub-Signature-256``
+- ``POST``: a delivery. The raw body is read (at most MAX_BODY_BYTES; one declared larger is refused
+  unread; the listener reads it under a deadline and a minimum pace, http_guard) and its ``X-Hub-Signature-256``
   header (``sha256=`` and the hex HMAC-SHA256 of the body with the app secret) compared in constant
   time before a byte of it is parsed: a missing or wrong signature gets 401 and is counted, and
   nothing of the body goes further. A signed body is then read as Meta's payload (``parse``: every
@@ -33,7 +34,11 @@ from tarsd.tools.secret_files import SecretFileError
 log = logging.getLogger(__name__)
 
 WEBHOOK_PATH = "/channels/whatsapp"
-MAX_BODY_BYTES = 4 * 1024 * 1024  # Meta's payloads are at most 3 MB
+# A delivery is small: a text is at most 4,096 characters (25 KB as JSON with every one of them
+# escaped), media come as ids to fetch, not bytes, and a delivery carries the few messages and
+# statuses of one number. 512 KiB holds twenty of the largest texts; a body declared larger is
+# refused (413) before a byte of it is read, so nobody can make tarsd read megabytes unsigned.
+MAX_BODY_BYTES = 512 * 1024
 MAX_CHALLENGE_CHARS = 1000
 REFUSAL_LOG_SECONDS = 60.0  # at most one log line a minute about refused signatures
 SIGNATURE_HEADER_NAME = "x-hub-signature-256"
@@ -224,6 +229,7 @@ class Webhook:
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", [])}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            self._log_refusal(f"a body declared over {MAX_BODY_BYTES // 1024} KiB", scope)
             return await _answer(send, 413, _too_large())
         body = bytearray()
         while True:
@@ -232,6 +238,7 @@ class Webhook:
                 return  # gone before the body arrived: nobody to answer, nothing taken
             body += message.get("body", b"")
             if len(body) > MAX_BODY_BYTES:
+                self._log_refusal(f"a body over {MAX_BODY_BYTES // 1024} KiB", scope)
                 return await _answer(send, 413, _too_large())
             if not message.get("more_body", False):
                 break
@@ -260,6 +267,13 @@ class Webhook:
         except ValueError as exc:
             log.warning("WhatsApp: a signed delivery is not JSON (%s): ignored", exc)
             return await _answer(send, 400, _error("bad_request", f"the body is not JSON: {exc}", "Meta sends JSON"))
+        except RecursionError:
+            # Python's parser gives up on nesting deeper than its recursion limit; Meta's payloads
+            # are a few levels deep, so this one is not Meta's shape, signed or not.
+            log.warning("WhatsApp: a signed delivery is JSON nested too deep to read: ignored")
+            return await _answer(
+                send, 400, _error("bad_request", "the body is JSON nested too deep to read", "Meta's payloads are a few levels deep")
+            )
         delivery = parse(payload, self.phone_number_id)
         try:
             await self.take(delivery)
@@ -287,7 +301,9 @@ def _error(code: str, message: str, hint: str) -> bytes:
 
 
 def _too_large() -> bytes:
-    return _error("too_large", f"a delivery over {MAX_BODY_BYTES} bytes is not read", "Meta's deliveries are at most 3 MB")
+    return _error(
+        "too_large", f"a delivery over {MAX_BODY_BYTES // 1024} KiB is not read", "Meta's deliveries are a few KB: this is not one"
+    )
 
 
 async def _answer(

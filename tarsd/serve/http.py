@@ -1,7 +1,8 @@
 """The HTTP door's listener, on tarsd's own event loop: ``HttpDoor`` starts and stops it (after
 and before the socket server, main.py), checks the settings and the token file first, and runs
 uvicorn hardened against a neighbour holding the door shut (deadlines for a request's headers and
-body, caps on open connections per client and in all, sized to the file descriptors left).
+body, caps on open connections per client and in all, sized to the file descriptors left, and
+for a webhook's unauthenticated bodies a budget of their own and a minimum pace).
 
 Loaded only when ``[http] enabled`` is true (main.py imports this module then, and only then:
 FastAPI, pydantic and uvicorn never enter a daemon that does not serve HTTP). What the listener
@@ -34,9 +35,11 @@ from tarsctl.protocol import (
 from tarsd.serve.handlers.common import Peer
 from tarsd.serve.http_app import MountFactory, build_app
 from tarsd.serve.http_guard import (
+    PUBLIC_READERS,
     ConnectionGate,
     FailureLimiter,
     HostPolicy,
+    body_too_slow,
     bracketed,
     client_key,
     is_loopback,
@@ -57,6 +60,13 @@ log = logging.getLogger(__name__)
 ACCEPT_BACKLOG = 64
 LISTEN_QUEUE = 1024
 CROWDED_LOG_SECONDS = 60.0  # at most one log line a minute about connections closed to make room
+# How long new connections over a cap stay open before those that make room are chosen: long
+# enough for a burst of them to be read (a real request is then in progress and stays), short
+# enough that they cost little. A client sends its request as soon as it connects.
+ADMIT_GRACE_SECONDS = 0.05
+ADMIT_SLACK = 2 * ACCEPT_BACKLOG  # connections over a cap for that moment: two turns of the loop's accepting
+LINGER_SECONDS = 1.0  # how long the rest of an unauthenticated body answered early is taken in and dropped
+PACE_CHECK_SECONDS = 0.5  # how often an unauthenticated body's pace is looked at
 STOP_GRACE_SECONDS = 2.0  # open requests get this long to finish when tarsd stops; then they are cancelled
 CLOSE_TIMEOUT_SECONDS = 3.0
 
@@ -71,14 +81,32 @@ class _GuardedH11(H11Protocol):
     gate: ConnectionGate  # set on the subclass that HttpDoor.start makes
     header_timeout: float
     body_timeout: float
+    public_paths: tuple[str, ...] = ()  # paths that authenticate their requests themselves, from the body (a webhook)
     warned_at = float("-inf")  # when the caps were last said to be reached, in the log
+    trimming: asyncio.TimerHandle | None = None  # the gate's trim, due a moment after connections over a cap came
+    readers_warned_at = float("-inf")  # when unauthenticated bodies were last said to be at their budget
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
         self._reading: object = None  # the h11 state the running deadline is for
+        self._pace: asyncio.TimerHandle | None = None  # while an unauthenticated body is read: its pace's check
+        self._pace_started, self._pace_bytes = 0.0, 0
+        self._lingering = False  # answered before its body was read: the rest is dropped, then the connection closed
         client = client_key(self.client[0] if self.client else "unknown")
-        closing = self.gate.admit(self, client)
+        self._made_room(self.gate.admit(self, client, self.loop.time()), client)
+        if self.gate.crowded(client) and type(self).trimming is None:
+            type(self).trimming = self.loop.call_later(ADMIT_GRACE_SECONDS, self._trim, client)
+        if not transport.is_closing():
+            self._watch()
+
+    def _trim(self, client: str) -> None:
+        type(self).trimming = None
+        self._made_room(self.gate.trim(came_before=self.loop.time() - ADMIT_GRACE_SECONDS), client)
+        if self.gate.crowded():  # some came too lately to be judged yet, or requests are in progress
+            type(self).trimming = self.loop.call_later(ADMIT_GRACE_SECONDS, self._trim, client)
+
+    def _made_room(self, closing: list, client: str) -> None:
         for connection in closing:
             connection.transport.close()
         if closing and self.loop.time() - type(self).warned_at > CROWDED_LOG_SECONDS:
@@ -90,29 +118,53 @@ class _GuardedH11(H11Protocol):
                 self.gate.per_client,
                 self.gate.total,
             )
-        if not transport.is_closing():
-            self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.gate.release(self)
         self._unwatch()
+        self._stop_pace()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # the rest of a body already answered: dropped unread
+        if self._pace is not None:
+            self._pace_bytes += len(data)
         super().data_received(data)
         self._watch()
 
     def on_response_complete(self) -> None:
+        if self._public() and self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            # Answered before its body was read (413): nothing more of it is wanted, and a sender
+            # nobody knows gets no connection to go on dribbling into. The answer's end is marked
+            # at once and the connection closed a moment later: closed at once, the bytes still
+            # coming in would make the kernel reset it, and the sender might never see the 413.
+            self._lingering = True
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            self.loop.call_later(LINGER_SECONDS, self.transport.close)
         super().on_response_complete()
         self._watch()
 
+    def _public(self) -> bool:
+        """Whether the request in progress is one that authenticates itself from its body."""
+        if self.cycle is None:
+            return False
+        path = self.cycle.scope.get("path", "")
+        return any(path == own or path.startswith(own + "/") for own in self.public_paths)
+
     def _watch(self) -> None:
         """After anything that moves the connection on: is a request in progress (not to be closed
-        to make room), and is a request being read (under a deadline)?"""
+        to make room), is it an unauthenticated body being read (closable, under its own budget
+        and pace), and is a request being read (under a deadline)?"""
         if self.cycle is None or self.cycle.response_complete:
             self.gate.idle(self)
+            self._stop_pace()
+        elif self.conn.their_state is h11.SEND_BODY and self._public() and not self.transport.is_closing():
+            self._read_public()
         else:
             self.gate.busy(self)
+            self._stop_pace()
         state = self.conn.their_state
         if self.transport.is_closing() or state not in (h11.IDLE, h11.SEND_BODY):
             return self._unwatch()
@@ -136,17 +188,55 @@ class _GuardedH11(H11Protocol):
             log.debug("HTTP: closed a connection from %s: its request's %s were too slow to arrive", self.client, what)
             self.transport.close()
 
+    def _read_public(self) -> None:
+        """The body of a request nobody has authenticated yet is being read: it takes one of the
+        gate's places for such bodies (closing the one reading longest when they are taken) and
+        must keep a minimum pace (``body_too_slow``), checked every PACE_CHECK_SECONDS."""
+        closing = self.gate.reading(self)
+        for connection in closing:
+            connection.transport.close()
+        if closing and self.loop.time() - type(self).readers_warned_at > CROWDED_LOG_SECONDS:
+            type(self).readers_warned_at = self.loop.time()
+            log.warning(
+                "HTTP: %d unauthenticated request bodies (a webhook's) were being read at once: closing the one "
+                "reading longest to make room (someone holding the webhook, or a very slow sender; said once a minute)",
+                self.gate.readers,
+            )
+        if self._pace is None:
+            self._pace_started, self._pace_bytes = self.loop.time(), 0
+            self._pace = self.loop.call_later(PACE_CHECK_SECONDS, self._check_pace)
+
+    def _check_pace(self) -> None:
+        self._pace = None
+        if self.transport.is_closing() or self.cycle is None or self.cycle.response_complete:
+            return
+        if self.conn.their_state is not h11.SEND_BODY:
+            return
+        if not self.flow.read_paused and body_too_slow(self._pace_bytes, self.loop.time() - self._pace_started):
+            log.debug("HTTP: closed a connection from %s: an unauthenticated body too slow to arrive", self.client)
+            self.transport.close()
+            return
+        # Paused: tarsd is not taking the bytes (its buffer is full), so the sender is not to blame.
+        self._pace = self.loop.call_later(PACE_CHECK_SECONDS, self._check_pace)
+
+    def _stop_pace(self) -> None:
+        if self._pace is not None:
+            self._pace.cancel()
+            self._pace = None
+
 
 def connection_budget(configured: int, socket_connections: int) -> int:
     """HTTP connections open at once: the configured number, less when file descriptors are
     short. The Unix socket's own connections and the daemon's reserve (the database, the
     watcher, the model) come first, so that an HTTP flood never stops tarsctl; so do the
     connections accepted but not yet closed in a flood: asyncio accepts up to the backlog at
-    each turn of the loop, and a connection over the cap is closed three turns later."""
+    each turn of the loop, and a connection over the cap is closed three turns later; and so do
+    the connections a moment over the caps (the gate's slack) and the unauthenticated bodies
+    being read (the gate's readers, outside the caps)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return configured
-    return max(8, min(configured, soft - FD_RESERVE - socket_connections - 4 * ACCEPT_BACKLOG))
+    return max(8, min(configured, soft - FD_RESERVE - socket_connections - 4 * ACCEPT_BACKLOG - ADMIT_SLACK - PUBLIC_READERS))
 
 
 class _Uvicorn(uvicorn.Server):
@@ -251,7 +341,7 @@ class HttpDoor:
                     raise HttpStartError(mcp_token.error)
             limiter = FailureLimiter(settings.auth_failures_burst, settings.auth_failures_per_second)
             total = connection_budget(settings.max_connections, self.server.max_connections)
-            self.gate = ConnectionGate(min(settings.max_connections_per_client, total), total)
+            self.gate = ConnectionGate(min(settings.max_connections_per_client, total), total, slack=ADMIT_SLACK)
             if not (settings.header_timeout_seconds > 0 and settings.body_timeout_seconds > 0):
                 raise ValueError(
                     "[http] header_timeout_seconds and body_timeout_seconds must be above 0 "
@@ -277,7 +367,12 @@ class HttpDoor:
         protocol = type(
             "GuardedH11",
             (_GuardedH11,),
-            {"gate": self.gate, "header_timeout": settings.header_timeout_seconds, "body_timeout": settings.body_timeout_seconds},
+            {
+                "gate": self.gate,
+                "header_timeout": settings.header_timeout_seconds,
+                "body_timeout": settings.body_timeout_seconds,
+                "public_paths": own,
+            },
         )
         config = uvicorn.Config(
             app,

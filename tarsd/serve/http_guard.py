@@ -1,7 +1,9 @@
 """Checks every HTTP request passes before the token is even looked at: the Host header (against
 DNS rebinding: a page on evil.example whose name is made to resolve to 127.0.0.1 sends
 ``Host: evil.example``), the Origin header when a browser sends one, and a limit on failed
-authentications per client; and the caps on open connections per client and in all.
+authentications per client; the caps on open connections per client and in all, with a budget
+of their own and a minimum pace for the bodies of requests that authenticate themselves from
+their body (a webhook's).
 Standard library only, so it is tested on its own.
 
 A client is an address, except that every loopback address (127.0.0.0/8, ::1, ::ffff:127.x)
@@ -18,6 +20,16 @@ from collections.abc import Callable, Hashable
 from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+# Bodies of requests nobody has authenticated yet (a webhook's: its signature covers the body, so
+# the body has to be read before anything is known of its sender). Behind a tunnel or a reverse
+# proxy every sender is the same loopback client, so these limits are the webhook's own, not a
+# client's. Meta's deliveries are small and sent at a datacentre's speed: a body arrives whole
+# within moments, and these limits only ever close a sender that holds a connection on purpose.
+PUBLIC_READERS = 16  # such bodies read at once; a 17th closes the one reading longest
+PUBLIC_BODY_SECONDS = 10.0  # for the whole body, after the headers
+PUBLIC_GRACE_SECONDS = 1.0  # before the minimum rate applies (a connection's first round trips)
+PUBLIC_MIN_BYTES_PER_SECOND = 8192  # on average since the headers, after the grace
 WILDCARDS = ("", "0.0.0.0", "::", "[::]")
 
 
@@ -152,6 +164,15 @@ class FailureLimiter:
             del self._buckets[min(self._buckets, key=lambda a: self._buckets[a][1])]
 
 
+def body_too_slow(received: int, elapsed: float) -> bool:
+    """Whether an unauthenticated body that has sent ``received`` bytes in ``elapsed`` seconds
+    since its headers is too slow to go on reading: past its deadline, or under the minimum rate
+    once the grace is over. A sender that means to deliver is never near either."""
+    if elapsed >= PUBLIC_BODY_SECONDS:
+        return True
+    return received < PUBLIC_MIN_BYTES_PER_SECOND * (elapsed - PUBLIC_GRACE_SECONDS)
+
+
 class ConnectionGate:
     """Open connections per client and in all, so that nobody can hold the listener's door shut
     (slowloris: many connections that never finish a request) nor use up tarsd's file descriptors.
@@ -161,59 +182,141 @@ class ConnectionGate:
     been idle longest (the client's own at the per-client cap) is closed to make room: an idle
     connection loses nothing (a client reconnects to send its next request), and a connection
     dribbling a request byte by byte is idle all along, so a flood of them cannot keep a real
-    request out. When no connection is idle the new one is closed at once.
+    request out. When no connection is idle the new one is closed at once. Who is closed is
+    chosen a moment after a burst of new connections (``admit``, ``trim``).
+
+    A connection "reading" the body of a request nobody has authenticated yet (the webhook's)
+    leaves the caps for a budget of its own: at most ``readers`` read at once, and a new one
+    closes the one reading longest. So requests that authenticate (the token's) find the caps'
+    room whatever the webhook is sent, and a sender that delivers (whose body arrives within
+    moments) always gets read, however many connections dribble bodies.
     """
 
-    def __init__(self, per_client: int, total: int):
+    def __init__(self, per_client: int, total: int, readers: int = PUBLIC_READERS, slack: int = 0):
         if per_client < 1 or total < 1:
             raise ValueError(f"[http] max_connections and max_connections_per_client must be at least 1 (got {total}, {per_client})")
-        self.per_client, self.total = per_client, total
+        self.per_client, self.total, self.readers = per_client, total, readers
+        # Connections over a cap by no more than ``slack`` are closed by ``trim``, a moment after
+        # they came, not at once: see ``admit``.
+        self.slack = slack
         self._client: dict[Hashable, str] = {}  # every open connection -> its client
-        self._per_client: dict[str, int] = {}
+        self._per_client: dict[str, int] = {}  # the connections under the caps (all but the readers), per client
         self._idle: dict[Hashable, None] = {}  # idle connections, longest idle first (insertion order)
+        self._reading: dict[Hashable, None] = {}  # reading an unauthenticated body, longest reading first
+        self._admitted: dict[Hashable, float] = {}  # when each open connection came (the caller's clock)
         self.closed_to_make_room = 0
+        self.readers_closed = 0  # closed because ``readers`` others read
         self.refused = 0
 
     def __len__(self) -> int:
         return len(self._client)
 
-    def admit(self, connection: Hashable, client: str) -> list[Hashable]:
+    def _capped(self) -> int:
+        return len(self._client) - len(self._reading)
+
+    def admit(self, connection: Hashable, client: str, at: float = 0.0) -> list[Hashable]:
         """Counts a new (idle) connection; returns the connections to close: an idle one that makes
-        room, or ``connection`` itself (then not counted) when none can."""
+        room, or ``connection`` itself (then not counted) when none can.
+
+        Up to ``slack`` over a cap, nothing is closed yet: a flood arrives in bursts (a turn of the
+        event loop accepts many connections at once, before any has been read), and choosing
+        then would close a real request's connection as readily as the flood's. ``trim``, once the
+        burst has been read, closes what is over the caps: by then a real request is in progress
+        and not closable, while the flood's are idle (or reading, outside the caps). ``at`` is
+        when the connection came, on the clock ``trim`` is given."""
         closing = []
-        if self._per_client.get(client, 0) >= self.per_client or len(self._client) >= self.total:
-            full = self._per_client.get(client, 0) >= self.per_client
-            victim = next((c for c in self._idle if not full or self._client[c] == client), None)
+        held = self._per_client.get(client, 0)
+        if held >= self.per_client + self.slack or self._capped() >= self.total + self.slack:
+            victim = self._victim(client if held >= self.per_client + self.slack else None)
             if victim is None:
                 self.refused += 1
                 return [connection]
-            self.release(victim)
-            self.closed_to_make_room += 1
-            closing.append(victim)
+            self._make_room(victim, closing)
         self._client[connection] = client
-        self._per_client[client] = self._per_client.get(client, 0) + 1
+        self._count(client, 1)
         self._idle[connection] = None
+        self._admitted[connection] = at
         return closing
+
+    def crowded(self, client: str | None = None) -> bool:
+        """Whether connections are open over the caps (within the slack): in all or ``client``'s, or
+        in all or any client's."""
+        if self._capped() > self.total:
+            return True
+        if client is not None:
+            return self._per_client.get(client, 0) > self.per_client
+        return any(held > self.per_client for held in self._per_client.values())
+
+    def trim(self, came_before: float) -> list[Hashable]:
+        """The idle connections to close to come back within the caps, longest idle first, of those
+        that came before ``came_before`` (those that came since have not had their moment to send
+        a request yet); never a request in progress. What is still over is for the next trim, or
+        closed when those requests end and a new connection comes."""
+        closing: list[Hashable] = []
+        for client in [c for c, held in self._per_client.items() if held > self.per_client]:
+            while self._per_client.get(client, 0) > self.per_client and (victim := self._victim(client, came_before)) is not None:
+                self._make_room(victim, closing)
+        while self._capped() > self.total and (victim := self._victim(None, came_before)) is not None:
+            self._make_room(victim, closing)
+        return closing
+
+    def _victim(self, client: str | None, came_before: float = math.inf) -> Hashable | None:
+        """The idle connection to close to make room (``client``'s own, when given) that came before ``came_before``."""
+        return next((c for c in self._idle if self._admitted[c] < came_before and (client is None or self._client[c] == client)), None)
+
+    def _make_room(self, victim: Hashable, closing: list[Hashable]) -> None:
+        self.release(victim)
+        self.closed_to_make_room += 1
+        closing.append(victim)
+
+    def _count(self, client: str, change: int) -> None:
+        held = self._per_client.get(client, 0) + change
+        if held:
+            self._per_client[client] = held
+        else:
+            del self._per_client[client]
+
+    def _stop_reading(self, connection: Hashable) -> None:
+        if self._reading.pop(connection, 0) is None:  # back under the caps
+            self._count(self._client[connection], 1)
 
     def idle(self, connection: Hashable) -> None:
         """No request in progress on ``connection`` (any more): it may be closed to make room."""
         if connection in self._client and connection not in self._idle:
+            self._stop_reading(connection)
             self._idle[connection] = None
 
     def busy(self, connection: Hashable) -> None:
         """A request is in progress on ``connection``: it is not closed to make room."""
+        if connection in self._client:
+            self._idle.pop(connection, None)
+            self._stop_reading(connection)
+
+    def reading(self, connection: Hashable) -> list[Hashable]:
+        """``connection`` reads the body of a request nobody has authenticated yet: it leaves the
+        caps for the readers' budget. Returns the connection to close when ``readers`` others
+        already read (the one reading longest)."""
+        if connection not in self._client or connection in self._reading:
+            return []
         self._idle.pop(connection, None)
+        closing = []
+        if len(self._reading) >= self.readers:
+            victim = next(iter(self._reading))
+            self.release(victim)
+            self.readers_closed += 1
+            closing.append(victim)
+        self._reading[connection] = None
+        self._count(self._client[connection], -1)
+        return closing
 
     def release(self, connection: Hashable) -> None:
         client = self._client.pop(connection, None)
         if client is None:
             return
         self._idle.pop(connection, None)
-        left = self._per_client[client] - 1
-        if left:
-            self._per_client[client] = left
-        else:
-            del self._per_client[client]
+        del self._admitted[connection]
+        if self._reading.pop(connection, 0) is not None:  # not a reader: it was under the caps
+            self._count(client, -1)
 
 
 def retry_after_header(seconds: float) -> str:

@@ -15,7 +15,17 @@ import pytest
 
 from tarsctl.protocol import Message, Pong
 from tarsd.config.settings import HttpConfig
-from tarsd.serve.http_guard import ConnectionGate, FailureLimiter, HostPolicy, client_key, page_url, split_host
+from tarsd.serve.http_guard import (
+    PUBLIC_BODY_SECONDS,
+    PUBLIC_MIN_BYTES_PER_SECOND,
+    ConnectionGate,
+    FailureLimiter,
+    HostPolicy,
+    body_too_slow,
+    client_key,
+    page_url,
+    split_host,
+)
 from tarsd.serve.http_token import TokenCheck, TokenError, ensure_token, read_token, rotate_token, token_path
 
 
@@ -92,6 +102,40 @@ def test_connection_gate_closes_the_longest_idle_to_make_room():
     assert len(gate) == 2 and gate.admit("d3", "D") == []
     with pytest.raises(ValueError, match="max_connections"):
         ConnectionGate(per_client=0, total=10)
+
+
+def test_unauthenticated_bodies_have_their_own_budget_outside_the_caps():
+    gate = ConnectionGate(per_client=2, total=10, readers=2)
+    for name in ("w1", "w2"):
+        assert gate.admit(name, "loopback") == [] and gate.reading(name) == []
+    assert gate.admit("w3", "loopback") == []  # its headers are still on their way: idle
+    # Readers leave the caps: the client's two places are free for the token's requests.
+    assert gate.admit("t1", "loopback") == [] and gate.admit("t2", "loopback") == ["w3"]
+    assert gate.reading("t1") == ["w1"] and gate.readers_closed == 1  # a third reader: the one reading longest goes
+    gate.busy("t1")  # its body arrived: a request in progress, back under the caps
+    assert gate.admit("t3", "loopback") == ["t2"]
+    gate.release("w2")
+    gate.release("t1")
+    gate.release("t3")
+    assert len(gate) == 0 and not gate.crowded()
+
+
+def test_connection_gate_chooses_whom_to_close_once_a_burst_has_been_read():
+    gate = ConnectionGate(per_client=2, total=10, slack=3)
+    for n, name in enumerate(("a", "b", "c", "d", "e")):
+        assert gate.admit(name, "loopback", at=n * 0.01) == []  # within the slack: nothing closed yet
+    assert gate.crowded("loopback") and gate.admit("f", "loopback", at=0.05) == ["a"]  # past it: at once
+    gate.busy("c")  # its request arrived: in progress
+    # Only connections that had their moment are judged: "f" came too lately, and stays for now.
+    assert gate.trim(came_before=0.045) == ["b", "d", "e"] and len(gate) == 2
+    assert not gate.crowded() and gate.trim(came_before=1.0) == []
+
+
+def test_an_unauthenticated_body_must_keep_a_minimum_pace():
+    assert not body_too_slow(0, 0.9)  # the grace
+    assert body_too_slow(0, 2.0) and body_too_slow(PUBLIC_MIN_BYTES_PER_SECOND // 2, 2.0)
+    assert not body_too_slow(PUBLIC_MIN_BYTES_PER_SECOND * 2, 2.0)
+    assert body_too_slow(10**9, PUBLIC_BODY_SECONDS)  # the deadline, however fast
 
 
 def test_failure_limiter_table_stays_bounded():
