@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from tarsd.config.settings import McpConfig
 from tarsd.tools.names import exposed_name
 from tarsd.tools.policy import DENY, Policy, decide
-from tarsd.tools.rules import AlwaysRules
+from tarsd.tools.rules import AlwaysRules, RulesFileError
 
 if TYPE_CHECKING:
     from tarsd.tools.connection import CallOutcome, ServerConnection
@@ -240,13 +240,19 @@ class ToolServers:
             found = next((t for t in self._all.get(server, []) if t.tool == tool), None)
         return None if found is None else found.policy
 
-    def allow_always(self, server: str, tool: str) -> None:
-        """The user answered "always": an allow rule in the rules file, in force at once."""
+    def allow_always(self, server: str, tool: str) -> str:
+        """The user answered "always": an allow rule in the rules file, in force at once. Returns
+        "" when it is kept, else why not (a rules file that cannot be read is never written over)."""
         if self.rules is None:
             raise ValueError("no rules file to keep an always answer in")
-        self.rules.add(server, tool)
+        try:
+            self.rules.add(server, tool)
+        except RulesFileError as exc:
+            log.warning("the user allowed %s %s from now on, but %s", server, tool, exc)
+            return str(exc)
         self._remake_catalog()
         log.info("the user allowed %s %s from now on (%s)", server, tool, self.rules.path)
+        return ""
 
     def unavailable(self) -> list[tuple[str, str]]:
         """(server, why) for each enabled server whose tools cannot be called now, for the model: in

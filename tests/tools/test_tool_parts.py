@@ -21,7 +21,7 @@ from tarsd.tools.circuit import Circuit
 from tarsd.tools.names import NAME_RULE, exposed_name, server_name_problem
 from tarsd.tools.policy import decide
 from tarsd.tools.results import result_text
-from tarsd.tools.rules import AlwaysRules
+from tarsd.tools.rules import AlwaysRules, RulesFileError
 from tarsd.tools.secret_files import SecretFileError, read_env_file, read_headers_file
 
 
@@ -68,6 +68,23 @@ def test_always_rules_are_kept_private_read_back_and_followed_when_edited(tmp_pa
     assert again.refresh() and again.allowed("todoist") == set() and "is not valid TOML" in again.problem
     path.unlink()
     assert again.refresh() and again.problem == ""
+
+
+def test_always_rules_keep_any_tool_name_and_never_write_over_a_file_they_cannot_read(tmp_path):
+    path = tmp_path / "tool_rules.toml"
+    rules = AlwaysRules(path)
+    odd = ["party\U0001f389", 'say "hi"\\now', "tab\there", "line\nbreak", "del\x7f", "bell\x07"]
+    for name in odd:
+        rules.add("fun", name)
+    again = AlwaysRules(path)  # read back by tomllib, as tarsd reads it at start
+    assert again.problem == "" and again.allowed("fun") == set(odd)
+    # A file the user broke by hand is not written over: its rules stay for them to fix.
+    broken = '[servers.todoist]\nallow = ["add-tasks"\n'
+    path.write_text(broken)
+    assert again.refresh() and "is not valid TOML" in again.problem
+    with pytest.raises(RulesFileError, match="not kept as a rule, because .* is not valid TOML"):
+        again.add("todoist", "complete-tasks")
+    assert path.read_text() == broken and "is not valid TOML" in again.problem
 
 
 def test_secret_files_must_be_private_and_well_formed(tmp_path):
