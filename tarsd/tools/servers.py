@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tarsd.config.settings import McpConfig
 from tarsd.tools.names import exposed_name
-from tarsd.tools.policy import DENY, Policy, decide
+from tarsd.tools.policy import DENY, Policy, decide, unmatched_patterns
 from tarsd.tools.rules import AlwaysRules, RulesFileError
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ class ServerView:
     circuit_retry_at: float
     tools: list[OfferedTool]
     stderr: list[str]
+    pattern_warnings: list[str]  # allow/ask/deny patterns that match none of the tools a ready server lists
 
 
 def plain_schema(schema: object) -> dict:
@@ -325,6 +326,10 @@ class ToolServers:
                     circuit_retry_at=circuit.retry_at,
                     tools=everything.get(name, []),
                     stderr=list(connection.stderr.lines)[-5:],
+                    # Only once the server listed its tools: before that no pattern can be judged.
+                    pattern_warnings=unmatched_patterns(settings, [t.tool for t in everything.get(name, [])])
+                    if connection.state == "ready"
+                    else [],
                 )
             )
         return views

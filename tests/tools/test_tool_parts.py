@@ -19,7 +19,7 @@ from tarsd.config.settings import McpServerConfig
 from tarsd.tools.approvals import Approvals
 from tarsd.tools.circuit import Circuit
 from tarsd.tools.names import NAME_RULE, exposed_name, server_name_problem
-from tarsd.tools.policy import decide
+from tarsd.tools.policy import decide, unmatched_patterns
 from tarsd.tools.results import result_text
 from tarsd.tools.rules import AlwaysRules, RulesFileError
 from tarsd.tools.secret_files import SecretFileError, read_env_file, read_headers_file
@@ -49,6 +49,18 @@ def test_the_policy_puts_the_users_word_first():
     assert decide("add-tasks", True, settings, set()).why == "ask 'add-tasks' in the config"  # ask overrules read-only
     assert decide("stats", True, settings, set()).why == "the server marks it read-only"
     assert decide("stats", False, settings, set()).why == "not marked read-only by the server"
+
+
+def test_a_pattern_that_names_no_tool_is_found_with_the_names_it_likely_meant():
+    tools = ["trigger-long-running-operation", "echo", "add", "longRunningOperationStatus", "sampleLLM"]
+    settings = McpServerConfig(command=["x"], deny=["longRunningOperation", "ech*"], ask=["samplellm"], allow=["zzz"])
+    found = unmatched_patterns(settings, tools)
+    assert found[0] == (
+        "deny 'longRunningOperation' matches none of its 5 tools, so the tools it was meant to deny are not denied; "
+        "the closest: 'longRunningOperationStatus', 'trigger-long-running-operation'"
+    )
+    assert found[1] == "ask 'samplellm' matches none of its 5 tools, so it does nothing; the closest: 'sampleLLM'"
+    assert found[2] == "allow 'zzz' matches none of its 5 tools, so it does nothing" and len(found) == 3
 
 
 def test_always_rules_are_kept_private_read_back_and_followed_when_edited(tmp_path):

@@ -12,6 +12,7 @@ import re
 import signal
 import stat
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,8 @@ def world(tmp_path_factory, fakes):
         servers = {
             "tasks": stdio_server("tasks", journal.path, deny=["delete_*"], env_file=str(secrets)),
             "other": stdio_server("other", journal.path, allow=["echo"]),
-            "slow": stdio_server("slow", journal.path, timeout_seconds=SLOW_TIMEOUT),
+            # Patterns that name no tool of its (a deny meant for complete_tasks, spelled as in another client).
+            "slow": stdio_server("slow", journal.path, timeout_seconds=SLOW_TIMEOUT, deny=["completeTasks"], ask=["no-such-*"]),
             "web": {"url": url},
         }
         (state / "config.toml").write_text(
@@ -188,7 +190,7 @@ def test_an_ask_tool_is_denied_or_approved_in_the_repl_and_always_writes_a_rule(
     assert "other add_tasks: done" in shown and "approved by you in tarsctl chat, and always from now on" in shown
     assert shown.count("wants to run add_tasks") == 2  # the third call ran without asking
     assert len(journal.calls(since, tool="add_tasks", server="other")) == 2
-    assert 'allow = ["add_tasks"]' in rules.read_text() and stat.S_IMODE(rules.stat().st_mode) == 0o600
+    assert tomllib.loads(rules.read_text())["servers"]["other"]["allow"] == ["add_tasks"] and stat.S_IMODE(rules.stat().st_mode) == 0o600
     declined = [b for b in ollama.bodies("/api/chat") if any("the user declined this call" in t for t in tool_messages(b))]
     assert declined, "the model was told the user said no"
     assert listed_as(daemon.tarsctl("tools").stdout, "other_add_tasks", "runs", "you answered always (rules file)")
@@ -511,3 +513,21 @@ def test_the_tools_list_request_over_the_socket(world):
     tasks = next(s for s in reply.servers if s.name == "tasks")
     assert tasks.state == "ready" and tasks.tool_count == len(tasks.tools) >= 10
     assert next(t for t in tasks.tools if t.tool == "delete_object").name == ""
+
+
+def test_a_policy_pattern_that_names_no_tool_is_warned_about_everywhere(world):
+    daemon, *_ = world
+    count = len(next(s for s in json.loads(daemon.tarsctl("tools", "--json").stdout)["servers"] if s["name"] == "slow")["tools"])
+    deny = (
+        f"deny 'completeTasks' matches none of its {count} tools, so the tools it was meant to deny are not denied; "
+        "the closest: 'complete_tasks'"
+    )
+    ask = f"ask 'no-such-*' matches none of its {count} tools, so it does nothing"
+    listed = daemon.tarsctl("tools").stdout
+    assert f"  warning: [mcp.servers.slow] {deny}" in listed and f"  warning: [mcp.servers.slow] {ask}" in listed, listed
+    assert listed_as(listed, "slow_complete_tasks", "asks", "not marked read-only by the server")  # not denied: the warning says so
+    status = daemon.tarsctl("status").stdout
+    assert f"tools: [mcp.servers.slow] {deny}" in status and f"tools: [mcp.servers.slow] {ask}" in status, status
+    assert "[mcp.servers.tasks]" not in status  # its deny = ["delete_*"] names delete_object
+    doctor = daemon.tarsctl("doctor").stdout
+    assert "warn     tools     MCP server slow (stdio: " in doctor and deny in doctor and ask in doctor, doctor
