@@ -435,6 +435,30 @@ def test_results_are_bounded_and_a_flood_on_stderr_never_blocks(world):
     assert rss_mb < 600, f"tarsd holds {rss_mb:.0f} MB after a 10 MB result and an 8 MB flood"
 
 
+def test_large_results_are_cut_while_they_stream_in_on_both_transports(world):
+    """3 MB over HTTP is three times the SDK's limit on an SSE event, past which it drops the
+    connection; 30 MB over stdio is a 60 MB line (the text, and the same as structured content)
+    that the SDK's reader would join chunk by chunk. Both reach the model cut, at once, and
+    neither counts as a failure of its server."""
+    daemon, journal, ollama, _ = world
+    ollama.script = [
+        {"tool_calls": [{"name": "web_big", "arguments": {"megabytes": 3}}]},
+        {"tool_calls": [{"name": "tasks_big", "arguments": {"megabytes": 30}}]},
+        {"text": "Done."},
+    ]
+    began = time.monotonic()
+    replies = chat(daemon, "larger", "big over http, then bigger over stdio")
+    took = time.monotonic() - began
+    web, tasks = results(replies)
+    assert (web.outcome, web.chars) == ("ok", 3_000_000) and (tasks.outcome, tasks.chars) == ("ok", 30_000_000)
+    first, second = (tool_messages(body)[-1] for body in ollama.bodies("/api/chat")[-2:])
+    assert "x" * 20_000 + "\n[cut: 2,980,000 more characters of this result are left out]\n</tool-result>" in first
+    assert "x" * 20_000 + "\n[cut: 29,980,000 more characters of this result are left out]\n</tool-result>" in second
+    assert took < 15, f"{took:.1f} s for 33 MB of results"
+    servers = {s.name: s for s in daemon.status().tool_servers}
+    assert servers["web"].circuit_failures == 0 and servers["web"].restarts == 0 and servers["tasks"].circuit_failures == 0
+
+
 def test_arguments_too_large_to_check_are_refused_before_any_server_sees_them(world):
     daemon, journal, ollama, _ = world
     since = journal.mark()
