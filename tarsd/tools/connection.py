@@ -4,8 +4,10 @@ time limit, and, when the connection ends (a crash, a kill, a closed pipe), star
 a back-off that doubles up to ``restart_max_seconds``. Everything here runs on the tool servers'
 own event loop (tarsd/tools/servers.py).
 
-The SDK's ``Client`` does the protocol: the handshake, requests, pagination cursors, the stdio
-process and its shutdown, the HTTP session. ``ClientSessionGroup`` is not used: it names tools by
+The SDK's ``Client`` does the protocol: the handshake, requests, pagination cursors, the HTTP
+session. The transports are tars's own where the SDK's fall short: a stdio server's process, its
+exit and its shutdown (tarsd/tools/stdio_transport.py), and long strings cut while they stream in
+on both (tarsd/tools/cut_stream.py, tarsd/tools/http_transport.py). ``ClientSessionGroup`` is not used: it names tools by
 the server's own name rather than the user's, and one connection's failure is every one's there.
 The connection speaks the initialize handshake ("legacy" mode), which every MCP server in use
 today answers, and on which ``list_changed`` arrives as a plain notification.
@@ -261,8 +263,8 @@ class ServerConnection:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         """One connection, from its start to its end. It runs in an anyio cancel scope, not under
-        asyncio's own timeout or task.cancel(): the SDK shields a stdio server's shutdown (stdin
-        closed, then the kill) from anyio's cancellation only, and a native cancel would leave the
+        asyncio's own timeout or task.cancel(): the stdio transport shields a server's shutdown
+        (stdin closed, then the kill) from anyio's cancellation only, and a native cancel would leave the
         process running. The scope's deadline is the start timeout until the tools are listed."""
         self._ended = asyncio.Event()
         with anyio.CancelScope(deadline=anyio.current_time() + self.mcp.start_timeout_seconds) as scope:
@@ -318,7 +320,7 @@ class ServerConnection:
                     log.warning("MCP server %s: could not fetch its changed tool list: %s", self.name, exc)
 
     async def _transport(self, stack: contextlib.AsyncExitStack):
-        """The transport (an async context manager of the SDK) for this server, its secrets read now."""
+        """The transport (an async context manager giving the Client its streams) for this server, its secrets read now."""
         settings = self.settings  # a secrets file that cannot be used raises SecretFileError, which says why
         if settings.url:
             headers = read_headers_file(settings.headers_file) if settings.headers_file else {}
@@ -359,6 +361,11 @@ class ServerConnection:
             log.warning("MCP server %s lists %d tools: the first %d are used", self.name, len(tools), MAX_TOOLS)
         self.tools = tools[:MAX_TOOLS]
         self.on_tools_changed()
+
+    def description(self, tool: types.Tool) -> str:
+        """The tool's description, without the mark of a cut made while it streamed in (one over
+        max_result_chars): the catalog cuts it far shorter anyway."""
+        return unmarked(tool.description or "", self.nonce)[0]
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):

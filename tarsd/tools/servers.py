@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# For the servers to stop when tarsd stops: past the SDK's SIGTERM (stdin closed, 0.5 s to flush and
-# 2 s to exit), so a server that ignores its closed stdin is gone too.
+# For the servers to stop when tarsd stops: past the stdio transport's SIGTERM (stdin closed, 0.5 s to
+# flush and 2 s to exit), so a server that ignores its closed stdin is gone too.
 STOP_SECONDS = 3.0
 RECENT_CALLS = 50  # kept for status and `tarsctl tools`
 MAX_SCHEMA_CHARS = 20_000  # a tool whose input schema is larger than this is not offered (status says so)
@@ -153,7 +153,7 @@ class ToolServers:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def begin_stop(self) -> None:
-        """Ask every server to stop, without waiting: the SDK closes each one's stdin, then (about
+        """Ask every server to stop, without waiting: the stdio transport closes each one's stdin, then (about
         2 s later) sends its process group SIGTERM, and SIGKILL 2 s after that. tarsd asks first
         thing when it stops and waits (``stop``) last, so this runs beside the rest of its stop."""
         if self._loop is not None and self._stop is not None and self._stopping_since is None:
@@ -168,7 +168,7 @@ class ToolServers:
         assert self._stopping_since is not None
         self._thread.join(max(0.0, self._stopping_since + STOP_SECONDS - time.monotonic()))
         if self._thread.is_alive():
-            log.warning("MCP servers still stopping after %.1f s: left to the SDK's kill", STOP_SECONDS)
+            log.warning("MCP servers still stopping after %.1f s: left to the transport's kill", STOP_SECONDS)
 
     def wait_ready(self, timeout: float) -> bool:
         """True once every server has connected or failed once (for doctor): none still starting."""
@@ -202,7 +202,7 @@ class ToolServers:
                 problem = ""
                 if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
                     problem = f"its input schema is over {MAX_SCHEMA_CHARS:,} characters: not offered to the model"
-                description = " ".join((tool.description or "").split())
+                description = " ".join(connection.description(tool).split())
                 if len(description) > self.settings.max_description_chars:
                     description = description[: self.settings.max_description_chars - 1] + "…"
                 exposed = "" if policy.action == DENY or problem else exposed_name(name, tool.name, taken)
