@@ -17,6 +17,9 @@ What is timed:
   framed and sent. The overhead is its percentile less the direct call's.
 - tarsd's RSS (VmRSS) idle with no server configured, and with the two servers connected after
   the calls (the MCP SDK is imported only when a server is configured).
+- a 50 MB result over stdio (``big``; a 100 MB line, as the SDK's servers send the text twice: as
+  content and as structured content): the time from the model's call to its result, and how far
+  tarsd's peak RSS (VmHWM) rose for it; it reaches the model cut to 20,000 characters.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ from tarsctl.protocol import Chat, ChatDone, Error, Status, ToolActivity  # noqa
 OVERHEAD_P50_MS = 10.0
 OVERHEAD_P99_MS = 50.0
 RSS_WITH_SERVERS_MB = 80.0  # more than tarsd idle without any: the SDK, two connections, their loop
+BIG_RESULT_MB = 50
+BIG_RESULT_SECONDS = 10.0  # the line is cut as it streams in: linear, not the SDK reader's quadratic joins
+BIG_RESULT_PEAK_MB = 50.0  # tarsd's peak RSS may rise this much for it: the cut message and a chunk, not the line
 MAX_CALLS = 2000
 DEADLINE_SECONDS = 600.0
 
@@ -96,6 +102,24 @@ def through_tarsd(daemon: Daemon, fake: FakeOllama, calls: int) -> tuple[list[fl
     return round_trips, inside
 
 
+def big_result(daemon: Daemon, fake: FakeOllama) -> tuple[float, int]:
+    """A chat whose model calls tasks_big for BIG_RESULT_MB: (seconds from call to result, its characters)."""
+    fake.script = [{"tool_calls": [{"name": "tasks_big", "arguments": {"megabytes": BIG_RESULT_MB}}]}, {"text": "ok"}]
+    with daemon.client(timeout=300) as client:
+        client.send(Chat(id=1, conversation="bench-big", message="big"))
+        called, took, chars = time.perf_counter(), 0.0, 0
+        while True:
+            reply = client.receive()
+            if isinstance(reply, ToolActivity) and reply.phase == "call":
+                called = time.perf_counter()
+            elif isinstance(reply, ToolActivity) and reply.phase == "result":
+                if reply.outcome != "ok":
+                    raise RuntimeError(f"the big call did not succeed: {reply.outcome}: {reply.result}")
+                took, chars = time.perf_counter() - called, reply.chars
+            elif isinstance(reply, (ChatDone, Error)):
+                return took, chars
+
+
 def rss_mb(pid: int) -> float:
     return proc_status(pid)["VmRSS"]
 
@@ -140,6 +164,10 @@ def main() -> None:
             log(f"{calls} chats with one tool call each ...")
             round_trips, inside = through_tarsd(daemon, fake, calls)
             rss_after = rss_mb(daemon.pid)
+            log(f"a {BIG_RESULT_MB} MB result over stdio ...")
+            peak_before = proc_status(daemon.pid)["VmHWM"]
+            big_seconds, big_chars = big_result(daemon, fake)
+            peak_rise = proc_status(daemon.pid)["VmHWM"] - peak_before
         finally:
             daemon.stop()
         log(f"{calls} direct calls ...")
@@ -175,6 +203,15 @@ def main() -> None:
             [f"more than with none (target <= {RSS_WITH_SERVERS_MB:g})", f"{grown:.0f} ({met(grown <= RSS_WITH_SERVERS_MB)})"],
         ],
         title="tarsd's memory (embedder none; the servers' own processes not counted)",
+    )
+    print_table(
+        ["a 50 MB result over stdio", "figure", "target", "met"],
+        [
+            ["call to result, s", f"{big_seconds:.1f}", f"<= {BIG_RESULT_SECONDS:g}", met(big_seconds <= BIG_RESULT_SECONDS)],
+            ["characters (reach the model cut to 20,000)", f"{big_chars:,}", "", ""],
+            ["tarsd's peak RSS rise, MB", f"{peak_rise:.0f}", f"<= {BIG_RESULT_PEAK_MB:g}", met(peak_rise <= BIG_RESULT_PEAK_MB)],
+        ],
+        title="A large result, cut while it streams in",
     )
 
 

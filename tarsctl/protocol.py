@@ -621,6 +621,7 @@ class ToolServerInfo(msgspec.Struct, omit_defaults=True):
     tool_count: int = 0
     tools: list[ExternalTool] = []  # tools_reply only
     stderr: list[str] = []  # a stdio server's last lines on stderr (tools_reply only)
+    pattern_warnings: list[str] = []  # allow/ask/deny patterns in its config that match none of its tools
 
 
 class ToolCallRecord(msgspec.Struct, omit_defaults=True):

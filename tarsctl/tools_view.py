@@ -12,6 +12,7 @@ from tarsctl.shown import shown_text
 
 POLICY_WORD = {"allow": "runs", "ask": "asks", "deny": "denied"}
 DESCRIPTION_CHARS = 70
+POLICY_FIX = "name the tool as `tarsctl tools` lists it (patterns are shell-style: *long-running*), in the config (docs/tools.md)"
 
 
 def _when(at: float) -> str:
@@ -43,6 +44,8 @@ def print_tools(reply: ToolsReply, out=sys.stdout) -> None:
         print(server_line(server), file=out)
         if server.error:
             print(f"  last error ({_when(server.error_at)}): {shown_text(server.error)}", file=out)
+        for said in server.pattern_warnings:
+            print(f"  warning: [mcp.servers.{shown_text(server.name)}] {shown_text(said)}", file=out)
         for line in server.stderr if server.state != "ready" else []:
             print(f"  stderr: {shown_text(line)}", file=out)
         width = max((len(shown_text(t.name or t.tool)) for t in server.tools), default=0)
@@ -107,6 +110,7 @@ def probe_servers(settings) -> list[tuple[str, str, str]]:
                     "",
                 )
             )
+            found += [("warn", f"{where}: {said}", POLICY_FIX) for said in view.pattern_warnings]
         else:
             said = f" (stderr: {view.stderr[-1]})" if view.stderr and view.stderr[-1] not in view.error else ""
             found.append(

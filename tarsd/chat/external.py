@@ -132,7 +132,8 @@ class ExternalCalls:
         if not answer.approved:
             return "", ("denied", f"not run: the user declined this call. {DONT_RETRY}")
         if answer.always:
-            self.servers.allow_always(tool.server, tool.tool)
+            if problem := self.servers.allow_always(tool.server, tool.tool):
+                return f"{answer.by}, this once ({problem})", None
             return f"{answer.by}, and always from now on", None
         return answer.by, None
 

@@ -139,6 +139,7 @@ def server_info(view: ServerView, with_tools: bool) -> ToolServerInfo:
         circuit_reason=view.circuit_reason,
         circuit_retry_at=view.circuit_retry_at,
         tool_count=len(view.tools),
+        pattern_warnings=view.pattern_warnings,
     )
     if with_tools:
         info.tools = [
@@ -219,6 +220,7 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
             warnings.append(
                 f"tools: the MCP server {server.name} is {server.state if server.circuit != 'open' else 'failing'}: {server.error}"
             )
+        warnings.extend(f"tools: [mcp.servers.{server.name}] {said}" for said in server.pattern_warnings)
     rules = daemon.tool_servers.rules
     if rules is not None and rules.problem:
         warnings.append(f"tools: {rules.problem}")

@@ -4,8 +4,10 @@ time limit, and, when the connection ends (a crash, a kill, a closed pipe), star
 a back-off that doubles up to ``restart_max_seconds``. Everything here runs on the tool servers'
 own event loop (tarsd/tools/servers.py).
 
-The SDK's ``Client`` does the protocol: the handshake, requests, pagination cursors, the stdio
-process and its shutdown, the HTTP session. ``ClientSessionGroup`` is not used: it names tools by
+The SDK's ``Client`` does the protocol: the handshake, requests, pagination cursors, the HTTP
+session. The transports are tars's own where the SDK's fall short: a stdio server's process, its
+exit and its shutdown (tarsd/tools/stdio_transport.py), and long strings cut while they stream in
+on both (tarsd/tools/cut_stream.py, tarsd/tools/http_transport.py). ``ClientSessionGroup`` is not used: it names tools by
 the server's own name rather than the user's, and one connection's failure is every one's there.
 The connection speaks the initialize handshake ("legacy" mode), which every MCP server in use
 today answers, and on which ``list_changed`` arrives as a plain notification.
@@ -18,6 +20,7 @@ import contextlib
 import logging
 import math
 import os
+import secrets
 import threading
 import time
 from collections import deque
@@ -26,16 +29,19 @@ from typing import Any
 
 import anyio
 import httpx2
-from mcp import Client, MCPError, StdioServerParameters, stdio_client, types
+from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED
 
 from tarsd import __version__
 from tarsd.config.settings import McpConfig, McpServerConfig
 from tarsd.tools.circuit import Circuit
+from tarsd.tools.cut_stream import MAX_MESSAGE_BYTES
+from tarsd.tools.http_transport import CuttingTransport
 from tarsd.tools.names import server_name_problem
-from tarsd.tools.results import ResultText, result_text
+from tarsd.tools.results import ResultText, result_text, unmarked
 from tarsd.tools.secret_files import read_env_file, read_headers_file
+from tarsd.tools.stdio_transport import stdio_transport
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +110,10 @@ class StderrTail:
 
 
 class OncePerMinute(logging.Filter):
-    """Lets one "Failed to parse" record a minute through: the SDK logs each line a stdio server
-    writes to stdout that is not a protocol message, with a traceback, and a server that prints its
-    own logs there would fill tarsd's log. The count of the others goes with the next one let
-    through; the SDK's other records pass as they are."""
+    """Lets one "Failed to parse" record a minute through: the stdio transport logs each line a
+    server writes to stdout that is not a protocol message, and a server that prints its own logs
+    there would fill tarsd's log. The count of the others goes with the next one let through; the
+    other records pass as they are."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -128,9 +134,9 @@ class OncePerMinute(logging.Filter):
         return True
 
 
-_SDK_STDIO_LOG = logging.getLogger("mcp.client.stdio")
-if not any(isinstance(f, OncePerMinute) for f in _SDK_STDIO_LOG.filters):
-    _SDK_STDIO_LOG.addFilter(OncePerMinute())
+_STDIO_LOG = logging.getLogger("tarsd.tools.stdio_transport")
+if not any(isinstance(f, OncePerMinute) for f in _STDIO_LOG.filters):
+    _STDIO_LOG.addFilter(OncePerMinute())
 
 
 class _EndWatch:
@@ -199,6 +205,9 @@ class ServerConnection:
         self._scope: anyio.CancelScope | None = None
         self._ended = asyncio.Event()
         self._relist = asyncio.Event()
+        # In the cut marks of long strings cut while they stream in (tarsd/tools/cut_stream.py):
+        # random, so no server can make its own text read as a cut.
+        self.nonce = secrets.token_hex(8)
         self.ready = asyncio.Event()  # set once the tools are listed (again after each restart)
 
     @property
@@ -254,8 +263,8 @@ class ServerConnection:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         """One connection, from its start to its end. It runs in an anyio cancel scope, not under
-        asyncio's own timeout or task.cancel(): the SDK shields a stdio server's shutdown (stdin
-        closed, then the kill) from anyio's cancellation only, and a native cancel would leave the
+        asyncio's own timeout or task.cancel(): the stdio transport shields a server's shutdown
+        (stdin closed, then the kill) from anyio's cancellation only, and a native cancel would leave the
         process running. The scope's deadline is the start timeout until the tools are listed."""
         self._ended = asyncio.Event()
         with anyio.CancelScope(deadline=anyio.current_time() + self.mcp.start_timeout_seconds) as scope:
@@ -311,12 +320,15 @@ class ServerConnection:
                     log.warning("MCP server %s: could not fetch its changed tool list: %s", self.name, exc)
 
     async def _transport(self, stack: contextlib.AsyncExitStack):
-        """The transport (an async context manager of the SDK) for this server, its secrets read now."""
+        """The transport (an async context manager giving the Client its streams) for this server, its secrets read now."""
         settings = self.settings  # a secrets file that cannot be used raises SecretFileError, which says why
         if settings.url:
             headers = read_headers_file(settings.headers_file) if settings.headers_file else {}
-            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT))
-            return streamable_http_client(settings.url, http_client=http)
+            cutting = CuttingTransport(httpx2.AsyncHTTPTransport(), self.mcp.max_result_chars, self.nonce)
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT, transport=cutting))
+            # Events arrive cut (CuttingTransport): the SDK's own limit on an event's size (1 MiB,
+            # past which it drops the connection) is set to what a cut message may be.
+            return streamable_http_client(settings.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES + 65536)
         env = dict(settings.env)
         if settings.env_file:
             env.update(read_env_file(settings.env_file))
@@ -326,10 +338,15 @@ class ServerConnection:
         self.stderr.follow(read_end)
         errlog = os.fdopen(write_end, "w")
         stack.callback(errlog.close)  # the child holds its own copy: ours is closed when this connection ends
-        params = StdioServerParameters(
-            command=settings.command[0], args=list(settings.command[1:]), env=env or None, cwd=settings.cwd or None
+        return stdio_transport(
+            settings.command[0],
+            list(settings.command[1:]),
+            env or None,
+            settings.cwd or None,
+            errlog,
+            self.mcp.max_result_chars,
+            self.nonce,
         )
-        return stdio_client(params, errlog=errlog)
 
     async def _list_tools(self, client: Client) -> None:
         tools: list[types.Tool] = []
@@ -344,6 +361,11 @@ class ServerConnection:
             log.warning("MCP server %s lists %d tools: the first %d are used", self.name, len(tools), MAX_TOOLS)
         self.tools = tools[:MAX_TOOLS]
         self.on_tools_changed()
+
+    def description(self, tool: types.Tool) -> str:
+        """The tool's description, without the mark of a cut made while it streamed in (one over
+        max_result_chars): the catalog cuts it far shorter anyway."""
+        return unmarked(tool.description or "", self.nonce)[0]
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -390,11 +412,12 @@ class ServerConnection:
                 return self._failed("the server stopped during the call; it is started again", began)
             # An error answer from a working server (an unknown tool, arguments it refuses).
             self.circuit.succeeded()
-            return CallOutcome("ok", text=exc.message, is_error=True, chars=len(exc.message), duration=time.monotonic() - began)
+            message, left_out = unmarked(exc.message, self.nonce)
+            return CallOutcome("ok", text=message, is_error=True, chars=len(message) + left_out, duration=time.monotonic() - began)
         except Exception as exc:  # noqa: BLE001 - a result the SDK cannot read, a transport error
             return self._failed(f"the call failed: {type(exc).__name__}: {exc}", began)
         self.circuit.succeeded()
-        text: ResultText = result_text(result, self.mcp.max_result_chars)
+        text: ResultText = result_text(result, self.mcp.max_result_chars, self.nonce)
         return CallOutcome("ok", text=text.text, is_error=text.is_error, chars=text.chars, duration=time.monotonic() - began)
 
     def _failed(self, reason: str, began: float) -> CallOutcome:

@@ -11,14 +11,24 @@ The user may edit or delete the file; tarsd reads it at start and on every chang
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import threading
 import tomllib
 from pathlib import Path
 
+import tomli_w
+
 RULES_FILE_NAME = "tool_rules.toml"
+HEADER = (
+    '# Tools tars runs without asking, because you answered "always" (tarsctl chat, the web page).\n'
+    "# Delete a name (or this file) to be asked again; a deny in the config wins over these.\n\n"
+)
+
+
+class RulesFileError(Exception):
+    """The rules file exists but cannot be read: it is not written over (the user's rules in it
+    would be lost); the message says what is wrong and what to do."""
 
 
 def rules_path(rules_file: str, config_file: Path) -> Path:
@@ -80,22 +90,22 @@ class AlwaysRules:
             return set(self._rules.get(server, ()))
 
     def add(self, server: str, tool: str) -> None:
-        """Allow ``tool`` of ``server`` from now on: the file is rewritten whole (temp file and rename, 0600)."""
+        """Allow ``tool`` of ``server`` from now on: the file is rewritten whole (temp file and rename,
+        0600). Raises RulesFileError when the file is there but cannot be read: writing it would
+        throw away whatever rules it holds."""
         with self._lock:
             rules = self._read()  # the user may have edited it meanwhile: keep what is there
+            if self.problem:
+                raise RulesFileError(f"not kept as a rule, because {self.problem}")
             rules.setdefault(server, set()).add(tool)
-            lines = [
-                '# Tools tars runs without asking, because you answered "always" (tarsctl chat, the web page).',
-                "# Delete a name (or this file) to be asked again; a deny in the config wins over these.",
-            ]
-            for name in sorted(rules):
-                # Server names are plain (tarsd/tools/names.py); tool names are quoted as JSON strings, which TOML reads alike.
-                lines += ["", f"[servers.{json.dumps(name)}]", "allow = [" + ", ".join(json.dumps(t) for t in sorted(rules[name])) + "]"]
+            # tomli_w, not hand-made lines: any tool name (emoji, quotes, control characters) is
+            # written so that tomllib reads the same name back.
+            text = HEADER + tomli_w.dumps({"servers": {name: {"allow": sorted(rules[name])} for name in sorted(rules)}})
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             temp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write("\n".join(lines) + "\n")
+                handle.write(text)
             os.replace(temp, self.path)
             self._rules = rules
             self._seen = self._stamp()

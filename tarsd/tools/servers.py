@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING
 
 from tarsd.config.settings import McpConfig
 from tarsd.tools.names import exposed_name
-from tarsd.tools.policy import DENY, Policy, decide
-from tarsd.tools.rules import AlwaysRules
+from tarsd.tools.policy import DENY, Policy, decide, unmatched_patterns
+from tarsd.tools.rules import AlwaysRules, RulesFileError
 
 if TYPE_CHECKING:
     from tarsd.tools.connection import CallOutcome, ServerConnection
 
 log = logging.getLogger(__name__)
 
-# For the servers to stop when tarsd stops: past the SDK's SIGTERM (stdin closed, 0.5 s to flush and
-# 2 s to exit), so a server that ignores its closed stdin is gone too.
+# For the servers to stop when tarsd stops: past the stdio transport's SIGTERM (stdin closed, 0.5 s to
+# flush and 2 s to exit), so a server that ignores its closed stdin is gone too.
 STOP_SECONDS = 3.0
 RECENT_CALLS = 50  # kept for status and `tarsctl tools`
 MAX_SCHEMA_CHARS = 20_000  # a tool whose input schema is larger than this is not offered (status says so)
@@ -88,6 +88,7 @@ class ServerView:
     circuit_retry_at: float
     tools: list[OfferedTool]
     stderr: list[str]
+    pattern_warnings: list[str]  # allow/ask/deny patterns that match none of the tools a ready server lists
 
 
 def plain_schema(schema: object) -> dict:
@@ -152,7 +153,7 @@ class ToolServers:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def begin_stop(self) -> None:
-        """Ask every server to stop, without waiting: the SDK closes each one's stdin, then (about
+        """Ask every server to stop, without waiting: the stdio transport closes each one's stdin, then (about
         2 s later) sends its process group SIGTERM, and SIGKILL 2 s after that. tarsd asks first
         thing when it stops and waits (``stop``) last, so this runs beside the rest of its stop."""
         if self._loop is not None and self._stop is not None and self._stopping_since is None:
@@ -167,7 +168,7 @@ class ToolServers:
         assert self._stopping_since is not None
         self._thread.join(max(0.0, self._stopping_since + STOP_SECONDS - time.monotonic()))
         if self._thread.is_alive():
-            log.warning("MCP servers still stopping after %.1f s: left to the SDK's kill", STOP_SECONDS)
+            log.warning("MCP servers still stopping after %.1f s: left to the transport's kill", STOP_SECONDS)
 
     def wait_ready(self, timeout: float) -> bool:
         """True once every server has connected or failed once (for doctor): none still starting."""
@@ -201,7 +202,7 @@ class ToolServers:
                 problem = ""
                 if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
                     problem = f"its input schema is over {MAX_SCHEMA_CHARS:,} characters: not offered to the model"
-                description = " ".join((tool.description or "").split())
+                description = " ".join(connection.description(tool).split())
                 if len(description) > self.settings.max_description_chars:
                     description = description[: self.settings.max_description_chars - 1] + "…"
                 exposed = "" if policy.action == DENY or problem else exposed_name(name, tool.name, taken)
@@ -240,13 +241,19 @@ class ToolServers:
             found = next((t for t in self._all.get(server, []) if t.tool == tool), None)
         return None if found is None else found.policy
 
-    def allow_always(self, server: str, tool: str) -> None:
-        """The user answered "always": an allow rule in the rules file, in force at once."""
+    def allow_always(self, server: str, tool: str) -> str:
+        """The user answered "always": an allow rule in the rules file, in force at once. Returns
+        "" when it is kept, else why not (a rules file that cannot be read is never written over)."""
         if self.rules is None:
             raise ValueError("no rules file to keep an always answer in")
-        self.rules.add(server, tool)
+        try:
+            self.rules.add(server, tool)
+        except RulesFileError as exc:
+            log.warning("the user allowed %s %s from now on, but %s", server, tool, exc)
+            return str(exc)
         self._remake_catalog()
         log.info("the user allowed %s %s from now on (%s)", server, tool, self.rules.path)
+        return ""
 
     def unavailable(self) -> list[tuple[str, str]]:
         """(server, why) for each enabled server whose tools cannot be called now, for the model: in
@@ -319,6 +326,10 @@ class ToolServers:
                     circuit_retry_at=circuit.retry_at,
                     tools=everything.get(name, []),
                     stderr=list(connection.stderr.lines)[-5:],
+                    # Only once the server listed its tools: before that no pattern can be judged.
+                    pattern_warnings=unmatched_patterns(settings, [t.tool for t in everything.get(name, [])])
+                    if connection.state == "ready"
+                    else [],
                 )
             )
         return views

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -114,6 +115,24 @@ def build(name: str) -> MCPServer:
         called("crash")
         sys.stderr.write("crashing on purpose\n")
         sys.stderr.flush()
+        os._exit(3)
+
+    def child_on_stdout() -> int:
+        """A child that holds this server's stdout open (as a helper a real server forks might):
+        when this server dies, its client sees no end of file while the child lives."""
+        child = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        journal({"event": "child", "server": name, "pid": child.pid, "at": time.time()})
+        return child.pid
+
+    @server.tool(annotations=READ_ONLY, description="Start a child that shares this server's stdout.")
+    def fork_child() -> str:
+        called("fork_child")
+        return f"child {child_on_stdout()}"
+
+    @server.tool(annotations=READ_ONLY, description="Start a child that shares this server's stdout, then exit mid-call.")
+    def crash_with_child() -> str:
+        called("crash_with_child")
+        child_on_stdout()
         os._exit(3)
 
     @server.tool(description="Add a tool to this server and tell the client its tool list changed.")

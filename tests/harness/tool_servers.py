@@ -82,6 +82,10 @@ class Journal:
         """The pid of the server's latest start."""
         return [e["pid"] for e in self.entries() if e.get("event") == "started" and e["server"] == server][-1]
 
+    def children(self, server: str) -> list[int]:
+        """The pids of the children the server started to hold its stdout (fork_child, crash_with_child)."""
+        return [e["pid"] for e in self.entries() if e.get("event") == "child" and e["server"] == server]
+
     @staticmethod
     def mark() -> float:
         return time.time()

@@ -12,6 +12,7 @@ import re
 import signal
 import stat
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,8 @@ def world(tmp_path_factory, fakes):
         servers = {
             "tasks": stdio_server("tasks", journal.path, deny=["delete_*"], env_file=str(secrets)),
             "other": stdio_server("other", journal.path, allow=["echo"]),
-            "slow": stdio_server("slow", journal.path, timeout_seconds=SLOW_TIMEOUT),
+            # Patterns that name no tool of its (a deny meant for complete_tasks, spelled as in another client).
+            "slow": stdio_server("slow", journal.path, timeout_seconds=SLOW_TIMEOUT, deny=["completeTasks"], ask=["no-such-*"]),
             "web": {"url": url},
         }
         (state / "config.toml").write_text(
@@ -188,7 +190,7 @@ def test_an_ask_tool_is_denied_or_approved_in_the_repl_and_always_writes_a_rule(
     assert "other add_tasks: done" in shown and "approved by you in tarsctl chat, and always from now on" in shown
     assert shown.count("wants to run add_tasks") == 2  # the third call ran without asking
     assert len(journal.calls(since, tool="add_tasks", server="other")) == 2
-    assert 'allow = ["add_tasks"]' in rules.read_text() and stat.S_IMODE(rules.stat().st_mode) == 0o600
+    assert tomllib.loads(rules.read_text())["servers"]["other"]["allow"] == ["add_tasks"] and stat.S_IMODE(rules.stat().st_mode) == 0o600
     declined = [b for b in ollama.bodies("/api/chat") if any("the user declined this call" in t for t in tool_messages(b))]
     assert declined, "the model was told the user said no"
     assert listed_as(daemon.tarsctl("tools").stdout, "other_add_tasks", "runs", "you answered always (rules file)")
@@ -433,6 +435,30 @@ def test_results_are_bounded_and_a_flood_on_stderr_never_blocks(world):
     assert rss_mb < 600, f"tarsd holds {rss_mb:.0f} MB after a 10 MB result and an 8 MB flood"
 
 
+def test_large_results_are_cut_while_they_stream_in_on_both_transports(world):
+    """3 MB over HTTP is three times the SDK's limit on an SSE event, past which it drops the
+    connection; 30 MB over stdio is a 60 MB line (the text, and the same as structured content)
+    that the SDK's reader would join chunk by chunk. Both reach the model cut, at once, and
+    neither counts as a failure of its server."""
+    daemon, journal, ollama, _ = world
+    ollama.script = [
+        {"tool_calls": [{"name": "web_big", "arguments": {"megabytes": 3}}]},
+        {"tool_calls": [{"name": "tasks_big", "arguments": {"megabytes": 30}}]},
+        {"text": "Done."},
+    ]
+    began = time.monotonic()
+    replies = chat(daemon, "larger", "big over http, then bigger over stdio")
+    took = time.monotonic() - began
+    web, tasks = results(replies)
+    assert (web.outcome, web.chars) == ("ok", 3_000_000) and (tasks.outcome, tasks.chars) == ("ok", 30_000_000)
+    first, second = (tool_messages(body)[-1] for body in ollama.bodies("/api/chat")[-2:])
+    assert "x" * 20_000 + "\n[cut: 2,980,000 more characters of this result are left out]\n</tool-result>" in first
+    assert "x" * 20_000 + "\n[cut: 29,980,000 more characters of this result are left out]\n</tool-result>" in second
+    assert took < 15, f"{took:.1f} s for 33 MB of results"
+    servers = {s.name: s for s in daemon.status().tool_servers}
+    assert servers["web"].circuit_failures == 0 and servers["web"].restarts == 0 and servers["tasks"].circuit_failures == 0
+
+
 def test_arguments_too_large_to_check_are_refused_before_any_server_sees_them(world):
     daemon, journal, ollama, _ = world
     since = journal.mark()
@@ -511,3 +537,21 @@ def test_the_tools_list_request_over_the_socket(world):
     tasks = next(s for s in reply.servers if s.name == "tasks")
     assert tasks.state == "ready" and tasks.tool_count == len(tasks.tools) >= 10
     assert next(t for t in tasks.tools if t.tool == "delete_object").name == ""
+
+
+def test_a_policy_pattern_that_names_no_tool_is_warned_about_everywhere(world):
+    daemon, *_ = world
+    count = len(next(s for s in json.loads(daemon.tarsctl("tools", "--json").stdout)["servers"] if s["name"] == "slow")["tools"])
+    deny = (
+        f"deny 'completeTasks' matches none of its {count} tools, so the tools it was meant to deny are not denied; "
+        "the closest: 'complete_tasks'"
+    )
+    ask = f"ask 'no-such-*' matches none of its {count} tools, so it does nothing"
+    listed = daemon.tarsctl("tools").stdout
+    assert f"  warning: [mcp.servers.slow] {deny}" in listed and f"  warning: [mcp.servers.slow] {ask}" in listed, listed
+    assert listed_as(listed, "slow_complete_tasks", "asks", "not marked read-only by the server")  # not denied: the warning says so
+    status = daemon.tarsctl("status").stdout
+    assert f"tools: [mcp.servers.slow] {deny}" in status and f"tools: [mcp.servers.slow] {ask}" in status, status
+    assert "[mcp.servers.tasks]" not in status  # its deny = ["delete_*"] names delete_object
+    doctor = daemon.tarsctl("doctor").stdout
+    assert "warn     tools     MCP server slow (stdio: " in doctor and deny in doctor and ask in doctor, doctor

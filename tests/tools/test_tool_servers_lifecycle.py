@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import time
 
 from harness.daemon import wait_for
@@ -165,3 +166,36 @@ def test_a_server_that_never_answers_is_never_left_running(start_daemon, tmp_pat
     began = time.monotonic()
     assert daemon.stop() == 0 and time.monotonic() - began < 5
     assert not [pid for pid in pids if alive(pid)]
+
+
+def test_a_crash_is_seen_by_the_process_exit_while_a_child_still_holds_its_stdout(start_daemon, tmp_path, fake_anthropic):
+    """The server forks a child that shares its stdout, then dies: no end of file comes, and only
+    the process's exit tells. Killed while idle, it is restarted at once; crashing mid-call, the
+    call fails at once instead of waiting out its 30 s; the children it left are ended."""
+    journal = Journal(tmp_path / "journal.jsonl")
+    servers = {"forky": stdio_server("forky", journal.path, timeout_seconds=30)}
+    fake_anthropic.script = [{"tool_calls": [{"name": "forky_fork_child", "arguments": {}}]}, {"text": "Forked."}]
+    daemon = configure(start_daemon, tmp_path, servers, fake_anthropic, restart_seconds=0.2)
+    wait_for(lambda: daemon.status().tool_servers[0].state == "ready", "the server")
+    with daemon.client() as client:
+        assert client.call(Chat(id=1, conversation="fork", message="fork")).text == "Forked."
+    [child] = journal.children("forky")
+    first = journal.pid("forky")
+    os.kill(first, signal.SIGKILL)  # while idle, the child holding its stdout
+    server = wait_for(
+        lambda: (s := daemon.status().tool_servers[0]).restarts == 1 and s.state == "ready" and s,
+        "the killed server to be noticed and started again",
+        deadline=10,
+    )
+    assert journal.pid("forky") != first and server.error == "the connection ended (the server exited or closed it)"
+    wait_for(lambda: not alive(child), "the child the dead server left to be ended", deadline=10)
+
+    fake_anthropic.script = [{"tool_calls": [{"name": "forky_crash_with_child", "arguments": {}}]}, {"text": "It crashed."}]
+    began = time.monotonic()
+    with daemon.client() as client:
+        done = client.call(Chat(id=2, conversation="crash", message="crash"))
+    assert done.text == "It crashed." and time.monotonic() - began < 10  # not the call's 30 s
+    told = [b for m in fake_anthropic.bodies("/v1/messages")[-1]["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    assert any(b.get("content") == "error: the server stopped during the call; it is started again" for b in told), told
+    wait_for(lambda: daemon.status().tool_servers[0].restarts == 2, "the crashed server to be started again", deadline=10)
+    wait_for(lambda: not any(alive(pid) for pid in journal.children("forky")), "its children to be ended", deadline=10)
