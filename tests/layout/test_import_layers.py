@@ -20,7 +20,16 @@ from harness.paths import REPO
 LAYERS: list[tuple[str, ...]] = [
     # The wire, what the client and the daemon share: frames and the socket's place, the messages,
     # and what both read from a user (times like "7d", memory types) or show of a search.
-    ("tarsctl.__init__", "tarsctl.transport", "tarsctl.socket_path", "tarsctl.arguments", "tarsctl.search_view", "tarsctl.protocol"),
+    # shown: text from elsewhere made safe for a terminal (search_view, chat, the channels use it).
+    (
+        "tarsctl.__init__",
+        "tarsctl.transport",
+        "tarsctl.socket_path",
+        "tarsctl.arguments",
+        "tarsctl.shown",
+        "tarsctl.search_view",
+        "tarsctl.protocol",
+    ),
     ("tarsctl.client",),  # talking to tarsd over its socket
     ("tarsctl.mcp",),  # the MCP tool table (tarsctl mcp, and tarsd's /mcp over HTTP)
     ("tarsd.__init__", "tarsd.config"),
