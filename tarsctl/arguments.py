@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from tarsctl import __version__
+from tarsctl.shown import shown_text
 from tarsctl.transport import DaemonNotRunning, ProtocolError
 
 EXIT_OK, EXIT_REMOTE, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
@@ -164,7 +165,7 @@ def answered(command: Callable[[], int], timeout: float | None) -> int:
 
 def print_remote_error(message: str, hint: str) -> None:
     """tarsd's answer to a request it could not carry out (an ``error`` message)."""
-    print(f"tarsctl: {message}" + (f"\n  hint: {hint}" if hint else ""), file=sys.stderr)
+    print(f"tarsctl: {shown_text(message)}" + (f"\n  hint: {shown_text(hint)}" if hint else ""), file=sys.stderr)
 
 
 def utf8(text: str) -> str:

@@ -35,7 +35,7 @@ from tarsctl.protocol import (
     ToolActivity,
     ToolApproval,
 )
-from tarsctl.shown import shown_json, shown_text
+from tarsctl.shown import QUESTION_MARK, ShownStream, shown_json, shown_text
 
 HELP = """\
   /search QUERY     search memory (hybrid)      /sgrep QUERY   keywords only     /svec QUERY   by meaning
@@ -45,9 +45,6 @@ HELP = """\
   /new              log this conversation and start a new one
   /help             this help                   /exit          log the conversation and quit (Ctrl-D too)
   Ctrl-C while tars answers stops the answer; the conversation goes on."""
-
-
-APPROVAL_SHOWN_CHARS = 20_000  # of a call's arguments, shown before asking
 
 
 class ChatSession:
@@ -72,6 +69,7 @@ class ChatSession:
         self.err = err
         self.ask = ask
         self.allow_tools = allow_tools or []
+        self._stream = ShownStream()  # the model's text of the answer under way, cleaned as it arrives
 
     def say(self, message: str, end: bool = False) -> ChatDone | Error:
         """Send a message and stream the answer. Ctrl-C sends a cancel and waits for the end."""
@@ -89,6 +87,7 @@ class ChatSession:
             )
         )
         cancelled = False
+        self._stream = ShownStream()  # the model's text, cleaned as it arrives
         while True:
             try:
                 reply = self.client.receive()
@@ -99,7 +98,7 @@ class ChatSession:
                     print("\n[cancelling]", file=self.err, flush=True)
                 continue
             if isinstance(reply, ChatDelta):
-                self.out.write(reply.text)
+                self.out.write(self._stream.feed(reply.text))
                 self.out.flush()
             elif isinstance(reply, ToolApproval):
                 if not self.approve(reply, request_id) and not cancelled:
@@ -112,41 +111,59 @@ class ChatSession:
                 elif reply.server:
                     print(f"  · {activity_line(reply)}", file=self.err, flush=True)
                 elif reply.summary:
-                    print(f"  · memory: {reply.summary}", file=self.err, flush=True)
+                    print(f"  · memory: {shown_text(reply.summary)}", file=self.err, flush=True)
             elif isinstance(reply, (ChatDone, Error)):
+                self.out.write(self._stream.end())
                 if isinstance(reply, ChatDone):
-                    if reply.text and not reply.text.endswith("\n"):
+                    if self._stream.line_open:
                         self.out.write("\n")
                     if reply.cancelled:
                         print("[answer cancelled]", file=self.err)
                     for warning in reply.warnings:
-                        print(f"warning: {warning}", file=self.err)
+                        print(f"warning: {shown_text(warning)}", file=self.err)
                     if reply.session_log:
-                        print(f"session log: {reply.session_log}", file=self.err)
+                        print(f"session log: {shown_text(reply.session_log)}", file=self.err)
                 else:
                     print_error(reply, self.err)
                 self.out.flush()
                 return reply
 
     def approve(self, event: ToolApproval, request_id: int) -> bool:
-        """Show a call waiting for approval and send the person's answer; False after a Ctrl-C."""
+        """Show a call waiting for approval and send the person's answer; False after a Ctrl-C.
+
+        The question is tars's own, in a form no text from elsewhere can take: it starts on a
+        fresh line, after the model's text so far, with the terminal's attributes reset (nothing
+        the model wrote can make it black on black: its ESC never reaches the terminal anyway);
+        on a terminal its first line is in reverse video, which cleaned text cannot produce; and
+        every line of it starts with QUESTION_MARK, which shown_text escapes in any other text,
+        so a copy in a reply, a note or an argument cannot start a line the same way. The
+        arguments are shown whole, blank runs as a counted marker."""
         from tarsctl.protocol import DecideToolCall
 
         server, tool = shown_text(event.server), shown_text(event.tool)
         arguments = shown_json(event.arguments)
-        more = len(arguments) - APPROVAL_SHOWN_CHARS
-        print(f"\n  ? {server} wants to run {tool} ({shown_text(event.why)})", file=self.out)
-        for line in arguments[:APPROVAL_SHOWN_CHARS].splitlines():
-            print(f"      {line}", file=self.out)
-        if more > 0:
-            print(f"      … and {more:,} more characters not shown", file=self.out)
+        self.out.write(self._stream.end())
+        tty = _isatty(self.out)
+        fresh = "\n" if self._stream.line_open else ""
+        heading = f"{QUESTION_MARK} ? {server} wants to run {tool} ({shown_text(event.why)})"
+        print(fresh + ("\033[0m\033[7m" + heading + "\033[0m" if tty else heading), file=self.out)
+        print(f"{QUESTION_MARK}   arguments ({len(arguments):,} characters, all shown):", file=self.out)
+        for line in arguments.splitlines():
+            print(f"{QUESTION_MARK}     {line}", file=self.out)
+        self.out.flush()
+        self._stream = ShownStream()  # the reply goes on after the question, from a fresh line
         approve = always = False
         interrupted = False
         try:
             assert self.ask is not None
-            answer = self.ask(f"    run it? [y]es / [n]o / [a]lways ({event.timeout_seconds:.0f} s to answer): ").strip().lower()
+            answer = (
+                self.ask(f"{QUESTION_MARK}   run it? [y]es / [n]o / [a]lways ({event.timeout_seconds:.0f} s to answer): ").strip().lower()
+            )
             if answer.startswith("a"):
-                sure = self.ask(f"    always run {server} {tool} without asking? This adds an allow rule to {event.rules_file} [y/N]: ")
+                rules_file = shown_text(event.rules_file)
+                sure = self.ask(
+                    f"{QUESTION_MARK}   always run {server} {tool} without asking? This adds an allow rule to {rules_file} [y/N]: "
+                )
                 always = sure.strip().lower().startswith("y")
                 approve = True
                 if not always:
@@ -167,9 +184,9 @@ class ChatSession:
             print_error(exc.error, self.err)
             return
         for warning in reply.warnings:
-            print(f"warning: {warning}", file=self.err)
+            print(f"warning: {shown_text(warning)}", file=self.err)
         if reply.session_log:
-            print(f"session log: {reply.session_log}", file=self.err)
+            print(f"session log: {shown_text(reply.session_log)}", file=self.err)
 
     def search(self, query: str, mode: str) -> None:
         if not query:
@@ -178,16 +195,19 @@ class ChatSession:
         reply = self.client.call(Search(id=self.client.next_id(), query=query, mode=mode, limit=5))
         assert isinstance(reply, SearchResults)
         for warning in reply.warnings:
-            print(f"warning: {warning}", file=self.err)
+            print(f"warning: {shown_text(warning)}", file=self.err)
         if not reply.results:
             print("no results", file=self.out)
         for hit in reply.results:
-            where = " › ".join(part for part in (hit.title, hit.heading) if part)
-            print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]\n    {hit.snippet}", file=self.out)
+            where = " › ".join(shown_text(part) for part in (hit.title, hit.heading) if part)
+            print(
+                f"{shown_text(hit.path)}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]\n    {shown_text(hit.snippet)}",
+                file=self.out,
+            )
 
     def feedback(self, good: bool, note: str) -> None:
         reply = self.client.call(Feedback(id=self.client.next_id(), conversation=self.conversation, good=good, note=note))
-        print(f"noted in {reply.path}", file=self.out)
+        print(f"noted in {shown_text(reply.path)}", file=self.out)
 
     def review(self, ask: Callable[[str], str]) -> None:
         proposals = self.client.call(Review(id=self.client.next_id(), provider=self.provider, model=self.model))
@@ -199,7 +219,7 @@ class ChatSession:
             print("the model proposed no rules", file=self.out)
         approved = []
         for number, rule in enumerate(proposals.rules, 1):
-            print(f"  {number}. {rule}", file=self.out)
+            print(f"  {number}. {shown_text(rule)}", file=self.out)
             answer = ask("     keep it? [y]es / [n]o / [e]dit: ").strip().lower()
             if answer.startswith("e"):
                 edited = ask("     rule: ").strip()
@@ -209,7 +229,10 @@ class ChatSession:
                 approved.append(rule)
         done = self.client.call(ApplyReview(id=self.client.next_id(), rules=approved))
         assert isinstance(done, ReviewApplied)
-        print(f"{done.added} rule(s) added to the procedural rules; archived: {', '.join(done.archived) or 'nothing'}", file=self.out)
+        print(
+            f"{done.added} rule(s) added to the procedural rules; archived: {shown_text(', '.join(done.archived)) or 'nothing'}",
+            file=self.out,
+        )
 
 
 def activity_line(activity: ToolActivity) -> str:
@@ -235,8 +258,15 @@ def activity_line(activity: ToolActivity) -> str:
     return f"{shown_text(activity.server)} {shown_text(activity.tool)}: {said}" + (f" ({extra})" if extra else "")
 
 
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def print_error(error: Error, stream=sys.stderr) -> None:
-    print(f"tarsctl: {error.message}" + (f"\n  hint: {error.hint}" if error.hint else ""), file=stream)
+    print(f"tarsctl: {shown_text(error.message)}" + (f"\n  hint: {shown_text(error.hint)}" if error.hint else ""), file=stream)
 
 
 def _history_file() -> Path:
@@ -360,9 +390,9 @@ def remember(
     status = reply.status or ("added" if reply.added else "duplicate")  # an older tarsd says only added or not
     if status == "possible_update":
         where = f" under {reply.section}" if reply.section else ""
-        print(f"{reply.path} has a similar line{where}:\n  {reply.similar}", file=out)
+        print(f"{shown_text(reply.path)} has a similar line{shown_text(where)}:\n  {shown_text(reply.similar)}", file=out)
         if reply.reason:
-            print(f"  differs: {reply.reason}", file=out)
+            print(f"  differs: {shown_text(reply.reason)}", file=out)
         if ask is None:
             print("tarsctl: not asking (not a terminal): add --replace to replace that line, or --force to keep both", file=err)
             return EXIT_USAGE
@@ -377,11 +407,13 @@ def remember(
         status = reply.status or ("added" if reply.added else "duplicate")
     if status == "replaced":
         where = f" under {reply.section}" if reply.section else ""
-        print(f"replaced in {reply.path}{where}:\n  - {reply.replaced}\n  + {reply.line}", file=out)
+        print(
+            shown_text(f"replaced in {reply.path}{where}:") + f"\n  - {shown_text(reply.replaced)}\n  + {shown_text(reply.line)}", file=out
+        )
     elif status == "added":
-        print(f"remembered in {reply.path}" + (f" under {reply.section}" if reply.section else ""), file=out)
+        print(shown_text(f"remembered in {reply.path}" + (f" under {reply.section}" if reply.section else "")), file=out)
     else:
-        print(f"already remembered in {reply.path}: {reply.similar or reply.duplicate_of}", file=out)
+        print(shown_text(f"already remembered in {reply.path}: {reply.similar or reply.duplicate_of}"), file=out)
     return EXIT_OK
 
 
@@ -399,10 +431,10 @@ def rules(client: Client, action: str = "", rule_id: int = 0, out=sys.stdout, er
     if not waiting.rules:
         print("nothing the model proposed waits for your approval", file=out)
         return EXIT_OK
-    print(f"what the model proposed, none of it in effect until you approve it (rules go into {waiting.path}):", file=out)
+    print(f"what the model proposed, none of it in effect until you approve it (rules go into {shown_text(waiting.path)}):", file=out)
     for pending in waiting.rules:
         where = f" (proposed in chat {pending.conversation})" if pending.conversation else ""
-        print(f"  #{pending.id}  {_proposal(pending)}{where}", file=out)
+        print(f"  #{pending.id}  {shown_text(_proposal(pending) + where)}", file=out)
         if ask is None:
             continue
         answer = _reply(ask, "       approve [a], reject [r], or decide later [l]? ").strip().lower()
@@ -425,22 +457,23 @@ def _proposal(pending) -> str:
 
 
 def _decided(done: RuleDecided, out) -> None:
+    rule, path = shown_text(done.rule), shown_text(done.path)
     if not done.approved:
-        print(f"rejected #{done.rule_id}: {done.rule}", file=out)
+        print(f"rejected #{done.rule_id}: {rule}", file=out)
     elif done.status == "duplicate":
-        print(f"#{done.rule_id} is in {done.path} already: {done.rule}", file=out)
+        print(f"#{done.rule_id} is in {path} already: {rule}", file=out)
     elif done.action == "replace":
-        print(f"approved #{done.rule_id}: replaced in {done.path}: {done.rule}", file=out)
+        print(f"approved #{done.rule_id}: replaced in {path}: {rule}", file=out)
     elif done.action == "remove":
-        print(f"approved #{done.rule_id}: removed from {done.path}: {done.rule}", file=out)
+        print(f"approved #{done.rule_id}: removed from {path}: {rule}", file=out)
     else:
-        print(f"approved #{done.rule_id}: added to {done.path} as your rule: {done.rule}", file=out)
+        print(f"approved #{done.rule_id}: added to {path} as your rule: {rule}", file=out)
 
 
 def _show(candidates: list[MemoryCandidate], out) -> None:
     for number, candidate in enumerate(candidates, 1):
         where = ", ".join(filter(None, [candidate.section, f"line {candidate.line_number}", candidate.provenance]))
-        print(f"  {number}. {candidate.line}   ({where})", file=out)
+        print(f"  {number}. {shown_text(candidate.line)}   ({shown_text(where)})", file=out)
 
 
 def clear_choice(candidates: list[MemoryCandidate]) -> MemoryCandidate | None:
@@ -460,18 +493,18 @@ def forget(
     found = client.call(Forget(id=client.next_id(), text=text, kind=kind, limit=limit))
     assert isinstance(found, Forgotten)
     if not found.candidates:
-        print(f"tarsctl: no line of {found.path} matches {text!r}: nothing forgotten", file=err)
+        print(f"tarsctl: no line of {shown_text(found.path)} matches {shown_text(repr(text))}: nothing forgotten", file=err)
         return EXIT_REMOTE
     chosen: MemoryCandidate | None
     if yes:
         chosen = clear_choice(found.candidates)
         if chosen is None:
-            print(f"lines of {found.path} that match:", file=out)
+            print(f"lines of {shown_text(found.path)} that match:", file=out)
             _show(found.candidates, out)
             print("tarsctl: no single line matches clearly: give more of the line's words, or run without --yes to choose", file=err)
             return EXIT_USAGE
     else:
-        print(f"lines of {found.path} that match:", file=out)
+        print(f"lines of {shown_text(found.path)} that match:", file=out)
         _show(found.candidates, out)
         if ask is None:
             print("tarsctl: not asking (not a terminal): add --yes to forget the closest line when it clearly matches", file=err)
@@ -484,9 +517,9 @@ def forget(
                 print("nothing forgotten", file=out)
                 return EXIT_OK
             chosen = found.candidates[int(answer) - 1]
-        if not _reply(ask, f"forget {chosen.line!r}? [y/N] ").strip().lower().startswith("y"):
+        if not _reply(ask, f"forget {shown_text(repr(chosen.line))}? [y/N] ").strip().lower().startswith("y"):
             print("nothing forgotten", file=out)
             return EXIT_OK
     done = client.call(Forget(id=client.next_id(), text=text, kind=kind, confirm_line=chosen.line))
-    print(f"forgot from {done.path}: {done.removed}", file=out)
+    print(f"forgot from {shown_text(done.path)}: {shown_text(done.removed)}", file=out)
     return EXIT_OK

@@ -32,6 +32,7 @@ from tarsctl.protocol import (
     every_field,
 )
 from tarsctl.search_view import show_pong, show_search
+from tarsctl.shown import forget_command, shown_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,15 +111,16 @@ def _links(client: Client, args) -> int:
         return EXIT_OK
     if not reply.links:
         what = {"out": f"{reply.note} links to no note", "in": f"no note links to {reply.note}", "unresolved": "every link leads to a note"}
-        print(what[direction], file=sys.stderr)
-    for link in reply.links:
-        shown = link.target + (f"#{link.heading}" if link.heading else "") or f"#{link.heading}"
+        print(shown_text(what[direction]), file=sys.stderr)
+    for link in reply.links:  # every part is a note's text: cleaned before it reaches the terminal
+        shown = shown_text(link.target + (f"#{link.heading}" if link.heading else "") or f"#{link.heading}")
+        source = shown_text(link.source)
         if direction == "in":
-            print(f"{link.source}:{link.line}  [[{shown}]]" + (f"  ({link.label})" if link.label else ""))
+            print(f"{source}:{link.line}  [[{shown}]]" + (f"  ({shown_text(link.label)})" if link.label else ""))
         elif direction == "out":
-            print(f"{reply.note}:{link.line}  [[{shown}]] -> {link.resolved or 'unresolved: no such note'}")
+            print(f"{shown_text(reply.note)}:{link.line}  [[{shown}]] -> {shown_text(link.resolved or 'unresolved: no such note')}")
         else:
-            print(f"{link.source}:{link.line}  [[{shown}]]")
+            print(f"{source}:{link.line}  [[{shown}]]")
     return EXIT_OK
 
 
@@ -129,9 +131,9 @@ def _related(client: Client, args) -> int:
             _emit_json(note)
         return EXIT_OK
     if not reply.notes:
-        print(f"nothing related to {reply.note} yet (its passages need vectors: see `tarsctl status`)", file=sys.stderr)
+        print(f"nothing related to {shown_text(reply.note)} yet (its passages need vectors: see `tarsctl status`)", file=sys.stderr)
     for note in reply.notes:
-        print(f"{note.path}  {note.title}  [{note.similarity:.2f}]" + ("  (linked)" if note.linked else ""))
+        print(f"{shown_text(note.path)}  {shown_text(note.title)}  [{note.similarity:.2f}]" + ("  (linked)" if note.linked else ""))
     return EXIT_OK
 
 
@@ -145,9 +147,9 @@ def _index(client: Client, args) -> int:
             if args.json:
                 _emit_json(reply)
                 continue
-            line = reply.message if reply.phase == "queued" else f"{reply.phase}: {reply.done:,}/{reply.total:,}"
+            line = shown_text(reply.message) if reply.phase == "queued" else f"{reply.phase}: {reply.done:,}/{reply.total:,}"
             if reply.message and reply.phase != "queued":
-                line += f" ({reply.message})"
+                line += f" ({shown_text(reply.message)})"
             if tty:
                 print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
             elif line != last_line:
@@ -175,9 +177,9 @@ def _index(client: Client, args) -> int:
         vectors += " (made in the background: `tarsctl index --wait` waits for them)"
     print(f"{final.chunks} chunk{'s' * (final.chunks != 1)} written; vectors: {vectors}")
     if final.embedder_error:
-        print(f"embedder: {final.embedder_error}")
+        print(f"embedder: {shown_text(final.embedder_error)}")
     for path, problem in sorted(final.problems.items()):
-        print(f"  {path}: {problem}")
+        print(f"  {shown_text(path)}: {shown_text(problem)}")
     return EXIT_OK
 
 
@@ -224,9 +226,10 @@ def _status(client: Client, args) -> int:
     if memory.model_lines_total:
         lines.append(f"           {memory.model_lines_total} line(s) the model noted in chats; newest:")
         for noted in memory.model_lines[:5]:
-            lines.append(f"             {noted.line!r} in {noted.file} ({noted.noted}); undo: tarsctl forget {noted.line!r}")
+            lines.append(f"             {noted.line!r} in {noted.file} ({noted.noted}); undo: {forget_command(noted.line)}")
     if memory.pending_rules:
-        lines.append(f"           {memory.pending_rules} proposal(s) of the model (rules, changes to your lines) wait for your approval: tarsctl rules")
+        waiting = f"{memory.pending_rules} proposal(s) of the model (rules, changes to your lines) wait for your approval"
+        lines.append(f"           {waiting}: tarsctl rules")
     web = reply.http
     if web.enabled:
         if web.url:
@@ -245,16 +248,18 @@ def _status(client: Client, args) -> int:
     if attention:
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in attention.items())
         lines.append(f"files      {summary}" + ("" if args.files else ": `tarsctl status --files` lists them"))
-    print("\n".join(lines))
+    # Paths, notes' and the model's lines, tool servers' names and calls, errors from elsewhere:
+    # every line is cleaned whole before it reaches the terminal.
+    print("\n".join(shown_text(line) for line in lines))
     for warning in reply.warnings:
-        print(f"warning    {warning}")
+        print(shown_text(f"warning    {warning}"))
     if args.files:
         for health in reply.files:
-            print(f"  {health.path}  {health.state.replace('_', ' ')}: {health.reason}")
+            print(shown_text(f"  {health.path}  {health.state.replace('_', ' ')}: {health.reason}"))
     elif reply.problems:
         print("problems")
         for path, kind, reason in reply.problems:
-            print(f"  {path} ({kind}): {reason}")
+            print(shown_text(f"  {path} ({kind}): {reason}"))
     return EXIT_OK
 
 

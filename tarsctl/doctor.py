@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tarsctl import __version__
+from tarsctl.shown import shown_text
 from tarsctl.socket_path import default_socket_path, socket_dir_problem
 from tarsctl.transport import SUN_PATH_MAX
 
@@ -604,9 +605,9 @@ def main(args) -> int:
         return EXIT_PROBLEM if problems else EXIT_OK
     print(f"tars doctor (tarsctl {__version__})")
     for check in checks:
-        print(f"{check.status:<8} {check.name:<9} {check.summary}")
+        print(f"{check.status:<8} {check.name:<9} {shown_text(check.summary)}")  # names servers, notes, errors
         if check.fix and check.status != "ok":
-            print(f"{'':<8} {'':<9} fix: {check.fix}")
+            print(f"{'':<8} {'':<9} fix: {shown_text(check.fix)}")
     counted = f"{problems} problem{'s' * (problems != 1)}, {warnings} warning{'s' * (warnings != 1)}"
     print(f"{counted}: tars cannot work normally until the problems are fixed" if problems else counted)
     return EXIT_PROBLEM if problems else EXIT_OK

@@ -3,13 +3,16 @@ script, and the sentences that say when results may be incomplete.
 
 It works on anything with the reply's fields as attributes: the msgspec structs of the full
 client (cli.py) and the namespaces of the quick path's JSON (quick.py), so both print the same
-text. It imports only the standard library.
+text. It imports only the standard library (and shown.py, which does too): every piece of
+a note (path, title, heading, snippet) goes through shown_text before it reaches the terminal.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+
+from tarsctl.shown import shown_text
 
 
 def coverage_notes(coverage, semantic: bool) -> list[str]:
@@ -42,23 +45,25 @@ def show_search(reply, coverage, as_json: bool, to_json: Callable[[object], str]
         sys.stderr.write(to_json(summary) + "\n")
         return
     for note in notes:
-        print(f"tarsctl: warning: {note}", file=sys.stderr)
+        print(f"tarsctl: warning: {shown_text(note)}", file=sys.stderr)
     tty = sys.stdout.isatty()
     if not reply.results:
         print("no results", file=sys.stderr)
     for hit in reply.results:
-        where = " › ".join(part for part in (hit.title, hit.heading) if part)
-        print(f"{hit.path}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]")
-        print(f"    {bold(hit.snippet, tty)}")
+        where = " › ".join(shown_text(part) for part in (hit.title, hit.heading) if part)
+        print(f"{shown_text(hit.path)}:{hit.start_line}  {where}  [{hit.band} {hit.score:.2f}]")
+        print(f"    {bold(shown_text(hit.snippet), tty)}")
         if hit.explain is not None:
             print(f"    why: {why(hit.explain)}")
 
 
 def show_pong(reply, as_json: bool, to_json: Callable[[object], str]) -> None:
-    print(to_json(reply) if as_json else f"pong from {reply.server} (up {reply.uptime:.0f} s)")
+    print(to_json(reply) if as_json else f"pong from {shown_text(reply.server)} (up {reply.uptime:.0f} s)")
 
 
 def bold(snippet: str, tty: bool) -> str:
+    """The query's words (between ** marks) in bold on a terminal; ``snippet`` is cleaned already,
+    so these are the only escape sequences on the line."""
     parts = snippet.split("**")
     if not tty or len(parts) % 2 == 0:
         return snippet

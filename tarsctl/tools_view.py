@@ -60,7 +60,8 @@ def print_tools(reply: ToolsReply, out=sys.stdout) -> None:
             if description:
                 print(f"  {'':<{width}}         {description}", file=out)
     if reply.rules_file:
-        print(f'"always" answers are kept in {reply.rules_file}' + (f" ({reply.rules_problem})" if reply.rules_problem else ""), file=out)
+        rules_problem = f" ({reply.rules_problem})" if reply.rules_problem else ""
+        print(shown_text(f'"always" answers are kept in {reply.rules_file}{rules_problem}'), file=out)
     if reply.waiting:
         print(f"{reply.waiting} call(s) wait for your approval now", file=out)
     if reply.calls:

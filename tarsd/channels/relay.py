@@ -43,6 +43,7 @@ from tarsctl.protocol import (
     ToolApproval,
     ToolCallDecided,
 )
+from tarsctl.shown import shown_text
 from tarsd.channels.channel import Button, Channel, ChoiceIn, Inbound, OtherIn, SendFailed, TextIn
 from tarsd.channels.seen import ANSWERED, KEEP_SECONDS, NOTIFIED, SeenMessages
 from tarsd.serve.handlers.common import Peer
@@ -57,7 +58,7 @@ MAX_QUESTIONS = 200  # open questions in all; the oldest go first
 STOP_GRACE_SECONDS = 1.0  # for what is under way to end when tarsd stops, then as long again once cancelled
 STRANGER_LOG_SECONDS = 60.0  # at most one log line a minute about numbers not allowed
 SEARCH_RESULTS = 5
-ARGUMENT_CHARS = 3000  # of a tool call's arguments, shown with its question
+ARGUMENT_CHARS = 3000  # of a tool call's arguments, shown whole with its question; a longer call cannot be approved here
 
 HELP = """Commands:
 /search QUERY: search your notes (/sgrep: keywords only, /svec: by meaning)
@@ -269,9 +270,22 @@ class Relay:
     # ---- questions with buttons ----
 
     async def _ask_approval(self, sender: str, approval: ToolApproval) -> str:
-        arguments = json.dumps(approval.arguments, ensure_ascii=False, indent=1)
+        """Ask the sender to approve a call, its arguments shown whole; "" when it cannot be asked.
+
+        A tap approves what the question shows, so the question shows all of it: blank runs are
+        a counted marker (padding cannot push the real payload out of sight) and invisible or
+        control characters are escapes. Arguments that still do not fit are never cut (the
+        hidden rest would run): the call is refused, and the sender told where it can be asked."""
+        arguments = shown_text(json.dumps(approval.arguments, ensure_ascii=False, indent=1), keep_newlines=True)
         if len(arguments) > ARGUMENT_CHARS:
-            arguments = arguments[:ARGUMENT_CHARS] + f"… ({len(arguments) - ARGUMENT_CHARS:,} more characters)"
+            await self._say(
+                sender,
+                f"tars wanted to run *{approval.name}* ({approval.server}: {approval.tool}), but its arguments "
+                f"({len(arguments):,} characters) are too long to show whole in {self.title}, so it cannot be approved here: "
+                "it was not run. Ask for it in `tarsctl chat` or on the web page, where a call's arguments are shown whole.",
+            )
+            await self._decide(sender, approval.approval, False)
+            return ""
         arguments = arguments.replace("```", "ʼʼʼ")  # cannot close the block it is shown in
         timeout = f"No answer within {approval.timeout_seconds:g} s is a no."
         asking = f"Run *{approval.name}*? ({approval.server}: {approval.tool}; {approval.why})"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tarsctl.arguments import parse_when
 from tarsctl.authority import Principal, Right, may
+from tarsctl.shown import forget_command
 from tarsd.chat import prompts
 from tarsd.chat.conversations import ToolCall
 from tarsd.markdown.tags import normalise as normalise_tag
@@ -233,7 +234,8 @@ def tool_summary(name: str, output: str) -> str:
     if status == "added":
         under = f" under {report['section']}" if report.get("section") else ""
         if "line" in report:  # the model's own note: say so, and how to undo it
-            return f"the model noted in {where}{under}: {report['line']!r} (undo: tarsctl forget {report['line']!r})"
+            # The undo is a command to paste into a shell: quoted for one (never Python's repr).
+            return f"the model noted in {where}{under}: {report['line']!r} (undo: {forget_command(report['line'])})"
         return f"remembered in {where}{under}"
     if status == "pending" and "old" in report:
         number = report.get("pending_id", "")

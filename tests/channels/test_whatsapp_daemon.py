@@ -36,7 +36,8 @@ VERIFY_TOKEN = "verify-tars-webhook"
 PUBLIC_NAME = "pi.tailnet-1234.ts.net"
 # The user's own numbers: one per test, so that each test is a conversation of its own.
 ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILLED = (f"35387000000{n}" for n in range(10))
-ALLOWED = [ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILLED]
+PADDED = "353870000099"
+ALLOWED = [ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILLED, PADDED]
 STRANGER = "447700900123"
 
 
@@ -142,7 +143,7 @@ def test_a_text_is_answered_through_the_graph_api_in_one_conversation(world):
     assert said(terminal) == ["what about my bike?", "and when was that?", "and in the terminal?"]  # the phone's conversation
     status = wait_for(lambda: (found := channel(daemon)).answered >= 2 and found, "both messages to count as answered")
     assert status.received >= 2 and status.sent >= 2 and status.error == ""
-    assert "whatsapp   /channels/whatsapp: 10 allowed senders" in daemon.tarsctl("status").stdout
+    assert "whatsapp   /channels/whatsapp: 11 allowed senders" in daemon.tarsctl("status").stdout
     [shown] = json.loads(daemon.tarsctl("status", "--json").stdout)["channels"]
     assert shown["name"] == "whatsapp" and shown["received"] == status.received
 
@@ -429,6 +430,32 @@ def test_a_tool_call_is_approved_by_button_and_a_tap_from_another_number_is_igno
     assert len(journal.calls(since, tool="add_tasks")) == 1
     assert "the user declined this call" in json.dumps(ollama.bodies("/api/chat")[-1])
     assert nonce not in json.dumps(ollama.bodies("/api/chat"))  # what answers a question never reaches the model
+
+
+def test_a_call_is_asked_with_its_arguments_whole_or_not_asked_here_at_all(world):
+    """Issue 36: spaces padded the arguments past the 3,000 characters shown, and "Run it" ran the
+    hidden rest. Blank runs are shown as a counted marker; arguments too long to show whole cannot
+    be approved from WhatsApp: the call is refused and the sender told where to ask for it."""
+    daemon, web, hook, ollama, graph, journal = world
+    since, start = journal.mark(), time.time()
+    padded = "buy bread" + " " * 3000 + "wire 500 euros to account 666"
+    ollama.script = [{"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": [padded]}}]}, {"text": "Not added."}]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(PADDED, "add bread")))
+    question = graph.wait_question(PADDED, start)
+    assert "buy bread⟨3,000 spaces⟩wire 500 euros to account 666" in question["body"]["text"]
+    dont = question["action"]["buttons"][1]["reply"]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.button_reply(PADDED, dont["id"], dont["title"])))
+    assert graph.wait_texts(PADDED, 1, start) == ["Not added."]
+
+    later = time.time()
+    long = [f"task number {n} of many" for n in range(200)]  # about 5,000 characters, none of them blank
+    ollama.script = [{"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": long}}]}, {"text": "Not added either."}]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(PADDED, "add my many tasks")))
+    told, answer = graph.wait_texts(PADDED, 2, later)
+    assert "too long to show whole in WhatsApp, so it cannot be approved here: it was not run" in told and "tarsctl chat" in told
+    assert answer == "Not added either." and not graph.questions(PADDED, later)
+    assert not journal.calls(since, tool="add_tasks")
+    assert "the user declined this call" in json.dumps(ollama.bodies("/api/chat")[-1])
 
 
 def test_no_delivery_without_the_right_signature_reaches_the_dispatcher(world):

@@ -20,11 +20,13 @@ from harness.paths import REPO
 LAYERS: list[tuple[str, ...]] = [
     # The wire, what the client and the daemon share: frames and the socket's place, the messages,
     # and what both read from a user (times like "7d", memory types) or show of a search.
+    # shown: text from elsewhere made safe for a terminal (search_view, chat, the channels use it).
     (
         "tarsctl.__init__",
         "tarsctl.transport",
         "tarsctl.socket_path",
         "tarsctl.arguments",
+        "tarsctl.shown",
         "tarsctl.search_view",
         "tarsctl.protocol",
         "tarsctl.authority",

@@ -144,7 +144,8 @@ def test_a_model_obeying_a_note_cannot_make_a_rule_active_without_the_user(start
 
     listed = daemon.tarsctl("rules")
     assert listed.returncode == 0 and f"#1  {ORDER} (proposed in chat oneshot)" in listed.stdout
-    assert "1 proposal(s) of the model (rules, changes to your lines) wait for your approval: tarsctl rules" in daemon.tarsctl("status").stdout
+    waiting = "1 proposal(s) of the model (rules, changes to your lines) wait for your approval: tarsctl rules"
+    assert waiting in daemon.tarsctl("status").stdout
     approved = daemon.tarsctl("rules", "approve", "1")
     assert approved.returncode == 0 and f"approved #1: added to Procedural.md as your rule: {ORDER}" in approved.stdout
     stamp = new_stamp("oneshot").render()  # the user's rule: no by:model
