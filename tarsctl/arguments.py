@@ -241,7 +241,9 @@ def _add_setup_commands(commands) -> None:
     token = http_actions.add_parser("token", help="print the bearer token (made on first use, kept 0600 beside the config file)")
     token.add_argument("--rotate", action="store_true", help="replace it with a new one (tarsd takes it at once)")
     http_actions.add_parser(
-        "url", help="print the web page's address with the token in its #fragment (only when tarsd says it listens there; else exit 1)"
+        "url",
+        help="print the web page's address with the token in its #fragment "
+        "(only when tarsd says it listens there: else exit 1, or 3 when tarsd is not running)",
     )
 
 

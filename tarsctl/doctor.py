@@ -219,7 +219,9 @@ class Doctor:
             fix = "set TARS_DB (or [index] db_path) to a writable place"
             self.add("database", "problem", f"cannot write {database.parent}: {problem}", fix)
             return
-        size = f"{database.stat().st_size / 1e6:.1f} MB" if database.exists() else "not created yet"
+        # With its write-ahead log, as status counts it: a fresh index lives mostly in the WAL until a checkpoint.
+        parts = [path for path in (database, Path(f"{database}-wal")) if path.exists()]
+        size = f"{sum(path.stat().st_size for path in parts) / 1e6:.1f} MB" if database.exists() else "not created yet"
         self.add("database", "ok", f"{database} ({size})")
 
     def model(self) -> None:

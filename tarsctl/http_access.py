@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_NOT_RUNNING = 0, 1, 3  # as every tarsctl command: 3, tarsd is not running
 
 
 def main(args) -> int:
@@ -42,10 +42,10 @@ def main(args) -> int:
         if args.rotate:
             print("a new token: tarsd takes it at once; pages opened with the old one ask for the new one", file=sys.stderr)
         return EXIT_OK
-    url, problem = listening_url(getattr(args, "socket", None))
+    url, problem, running = listening_url(getattr(args, "socket", None))
     if not url:
         print(f"tarsctl: no web page address: {problem}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_FAILED if running else EXIT_NOT_RUNNING
     print(f"{url}#token={token}")
     return EXIT_OK
 
@@ -78,10 +78,10 @@ def mcp_token(args) -> int:
     return EXIT_OK
 
 
-def listening_url(socket: Path | None) -> tuple[str, str]:
-    """(the page's address, "") from tarsd's own status: the port it really listens on; else
-    ("", why not). Never the configured address on trust: when tarsd is not listening there,
-    another program may be, and opening the address would give it the token."""
+def listening_url(socket: Path | None) -> tuple[str, str, bool]:
+    """(the page's address, "", True) from tarsd's own status: the port it really listens on; else
+    ("", why not, whether tarsd answered). Never the configured address on trust: when tarsd is
+    not listening there, another program may be, and opening the address would give it the token."""
     from tarsctl.client import Client, DaemonNotRunning, ProtocolError, RemoteError
     from tarsctl.protocol import Status
 
@@ -89,10 +89,10 @@ def listening_url(socket: Path | None) -> tuple[str, str]:
         with Client(socket, timeout=5) as client:
             http = client.call(Status(id=client.next_id())).http
     except DaemonNotRunning as exc:
-        return "", f"{exc} (the page is served by tarsd itself)"
+        return "", f"{exc} (the page is served by tarsd itself)", False
     except (ProtocolError, RemoteError, OSError) as exc:
-        return "", f"tarsd did not say where it listens ({exc})"
+        return "", f"tarsd did not say where it listens ({exc})", True
     if http.url:
-        return http.url, ""
+        return http.url, "", True
     why = http.error or "its HTTP listener is off"
-    return "", f"tarsd is not listening for HTTP: {why}"
+    return "", f"tarsd is not listening for HTTP: {why}", True

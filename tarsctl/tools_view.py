@@ -106,7 +106,7 @@ def probe_servers(settings) -> list[tuple[str, str, str]]:
             found.append(
                 (
                     "ok",
-                    f"{where}: started and listed {len(view.tools)} tools "
+                    f"{where}: started and listed {len(view.tools)} tool{'' if len(view.tools) == 1 else 's'} "
                     f"({count['allow']} run without asking, {count['ask']} ask first, {count['deny']} denied)",
                     "",
                 )

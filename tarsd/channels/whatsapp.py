@@ -184,6 +184,9 @@ class WhatsApp:
             elif isinstance(exc, GraphError) and exc.token_refused:
                 where = self.secrets["access_token_file"].path
                 why = f"the Graph API refused the access token ({exc}): put a valid permanent token in {where}"
+            elif isinstance(exc, GraphError) and exc.status == 0:
+                # No answer at all (DNS, no network, a timeout): nobody refused anything.
+                why = f"a message to {self.who(to)} could not reach the Graph API: {exc.message or 'no answer'}; check the network"
             elif isinstance(exc, GraphError):
                 why = f"WhatsApp refused a message to {self.who(to)}: {exc}"
             else:

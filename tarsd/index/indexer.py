@@ -127,8 +127,12 @@ class Indexer:
             return False
         assert self.embedder.fingerprint is not None
         if self.store.use_vector_space(self.embedder.fingerprint, self.embedder.dims):
-            log.info("vector space is now %s: re-using cached vectors, embedding the rest", self.embedder.fingerprint)
-            self.store.attach_cached(self.embedder.fingerprint)
+            # Say what happened: a new database has no cached vectors to re-use, and saying so would mislead.
+            cached = self.store.attach_cached(self.embedder.fingerprint)
+            if cached:
+                log.info("vector space is now %s: %d cached vectors re-used, embedding the rest", self.embedder.fingerprint, cached)
+            else:
+                log.info("vector space is now %s: embedding every passage", self.embedder.fingerprint)
         return True
 
     def _chunking(self):

@@ -42,11 +42,11 @@ def decide(tool: str, read_only: bool, settings: McpServerConfig, always: set[st
     if pattern := _named(tool, settings.allow):
         return Policy(ALLOW, f"allow {pattern!r} in the config")
     if tool in always:
-        return Policy(ALLOW, "you answered always (rules file)")
+        return Policy(ALLOW, "your 'always' answer in the rules file")
     if pattern := _named(tool, settings.ask):
         return Policy(ASK, f"ask {pattern!r} in the config")
     if read_only:
-        return Policy(ALLOW, "the server marks it read-only")
+        return Policy(ALLOW, "the server's read-only mark")
     return Policy(ASK, "not marked read-only by the server")
 
 

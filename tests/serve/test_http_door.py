@@ -256,6 +256,6 @@ def test_http_url_needs_tarsd_listening_there(start_daemon):
         assert "tarsd is not listening for HTTP" in url.stderr and f"cannot listen on 127.0.0.1:{port}" in url.stderr
         assert daemon.stop() == 0
         url = daemon.tarsctl("http", "url")  # no tarsd at all
-        assert url.returncode == 1 and url.stdout == "" and "tarsd is not running" in url.stderr
+        assert url.returncode == 3 and url.stdout == "" and "tarsd is not running" in url.stderr  # as every command: 3
     finally:
         taken.close()

@@ -132,12 +132,14 @@ def test_search_and_chat_in_a_real_browser(http_daemon, vault, fake_ollama, brow
     phone.evaluate("localStorage.clear()")
     phone.goto(web.url)
     phone.wait_for_selector("#login-form")
+    assert phone.locator("header .tabs").is_hidden()  # nothing to switch between on the token form
     phone.fill("#token", "not-the-token-" + "x" * 30)
     phone.press("#token", "Enter")
     expect(phone.locator("#login-error")).to_contain_text("refused")
     phone.fill("#token", web.token)
     phone.press("#token", "Enter")
     phone.wait_for_selector("#app:not([hidden])")
+    assert phone.locator("header .tabs").is_visible()
 
 
 def test_the_chat_stays_in_view_after_a_search_and_the_phone_header_shows_the_whole_status(http_daemon, vault, fake_ollama, browser):
@@ -189,27 +191,34 @@ def test_the_chat_stays_in_view_after_a_search_and_the_phone_header_shows_the_wh
 
 def test_rules_the_model_proposed_are_approved_or_rejected_on_the_page(http_daemon, vault, fake_ollama, browser):
     write(vault, "Procedural.md", "# Rules\n- Answer briefly.\n")
+    write(vault, "Memory.md", "# Core\n- My locker number is 12\n")
+    replace = {"fact": "My locker number is 14", "mode": "replace", "replace_line": "My locker number is 12"}
     fake_ollama.script = [
         {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "Answer in French", "kind": "procedural"}}]},
         {"tool_calls": [{"name": "memory_remember", "arguments": {"fact": "Use metric units", "kind": "procedural"}}]},
-        {"text": "I proposed two rules."},
+        {"tool_calls": [{"name": "memory_remember", "arguments": replace}]},
+        {"text": "I proposed two rules and a change."},
     ]
     web = http_daemon()
     page = browser.new_page()
     page.goto(f"{web.url}#token={web.token}")
-    expect(page.locator("#state")).to_contain_text("1 note ·")
+    expect(page.locator("#state")).to_contain_text("2 notes ·")
     assert page.locator("#pending-rules").is_hidden()  # nothing waiting: no card
 
     page.fill("#message", "set my rules")
     page.press("#message", "Enter")
     card = page.locator("#pending-rules")
     expect(card).to_be_visible()
-    expect(card.locator(".pending-text")).to_have_text(["Answer in French", "Use metric units"])
+    locker = "In Memory.md, replace your line “My locker number is 12” with “My locker number is 14”"
+    expect(card.locator(".pending-text")).to_have_text(["Answer in French", "Use metric units", locker])
     assert "French" not in (vault / "Procedural.md").read_text()  # waiting is not active
     shot(page, "desktop-pending-rules")
 
     card.locator(".pending-rule", has_text="Answer in French").get_by_role("button", name="Reject").click()
+    expect(card.locator(".pending-text")).to_have_text(["Use metric units", locker])
+    card.locator(".pending-rule", has_text="locker").get_by_role("button", name="Approve").click()
     expect(card.locator(".pending-text")).to_have_text(["Use metric units"])
+    assert "- My locker number is 14 <!-- tars:" in (vault / "Memory.md").read_text()
     card.locator(".pending-rule", has_text="Use metric units").get_by_role("button", name="Approve").click()
     expect(card).to_be_hidden()
     rules = (vault / "Procedural.md").read_text()

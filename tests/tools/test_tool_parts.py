@@ -48,9 +48,9 @@ def test_the_policy_puts_the_users_word_first():
     assert decide("delete-object", True, settings, {"delete-object"}).action == "deny"  # deny wins over everything
     assert decide("both", True, settings, set()).action == "deny"
     assert decide("find-secret", False, settings, set()).why == "allow 'find-*' in the config"  # allow before ask
-    assert decide("add-tasks", False, settings, {"add-tasks"}).why == "you answered always (rules file)"
+    assert decide("add-tasks", False, settings, {"add-tasks"}).why == "your 'always' answer in the rules file"
     assert decide("add-tasks", True, settings, set()).why == "ask 'add-tasks' in the config"  # ask overrules read-only
-    assert decide("stats", True, settings, set()).why == "the server marks it read-only"
+    assert decide("stats", True, settings, set()).why == "the server's read-only mark"
     assert decide("stats", False, settings, set()).why == "not marked read-only by the server"
 
 

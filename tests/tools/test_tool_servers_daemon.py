@@ -129,7 +129,7 @@ def test_an_allowed_tool_runs_and_its_result_reaches_the_models_next_request(wor
     assert isinstance(replies[-1], ChatDone) and replies[-1].text == "You have to buy eggs."
     done = results(replies)
     assert [(r.server, r.tool, r.outcome) for r in done] == [("tasks", "find_tasks", "ok"), ("web", "find_tasks", "ok")]
-    assert done[0].approved_by == "the server marks it read-only" and done[0].duration_ms > 0 and done[0].chars == len("1. buy eggs")
+    assert done[0].approved_by == "the server's read-only mark" and done[0].duration_ms > 0 and done[0].chars == len("1. buy eggs")
     assert [(c["server"], c["tool"]) for c in journal.calls(since)] == [("tasks", "find_tasks"), ("web", "find_tasks")]
     # The results reached the model's next requests, each wrapped as data after a preface.
     bodies = ollama.bodies("/api/chat")[-3:]
@@ -193,7 +193,7 @@ def test_an_ask_tool_is_denied_or_approved_in_the_repl_and_always_writes_a_rule(
     assert tomllib.loads(rules.read_text())["servers"]["other"]["allow"] == ["add_tasks"] and stat.S_IMODE(rules.stat().st_mode) == 0o600
     declined = [b for b in ollama.bodies("/api/chat") if any("the user declined this call" in t for t in tool_messages(b))]
     assert declined, "the model was told the user said no"
-    assert listed_as(daemon.tarsctl("tools").stdout, "other_add_tasks", "runs", "you answered always (rules file)")
+    assert listed_as(daemon.tarsctl("tools").stdout, "other_add_tasks", "runs", "your 'always' answer in the rules file")
     rules.unlink()  # deleting the file asks again (and the other tests expect other_add_tasks to ask)
     assert listed_as(daemon.tarsctl("tools").stdout, "other_add_tasks", "asks", "not marked read-only by the server")
 

@@ -53,7 +53,12 @@ async def index(daemon: DaemonParts, request: Index, _peer: Peer) -> AsyncIterat
     queue = daemon.queue
     job, position = queue.enqueue(paths, full=request.full, progress=progress)
     if position.running or position.ahead:
-        ahead = [f"a {position.running}" if position.running else "", f"{position.ahead} queued request(s)" if position.ahead else ""]
+        # "an index", "a reconcile": the running job's name, with its article.
+        article = "an" if position.running[:1] in ("a", "e", "i", "o", "u") else "a"
+        ahead = [
+            f"{article} {position.running}" if position.running else "",
+            f"{position.ahead} queued request(s)" if position.ahead else "",
+        ]
         yield Progress(
             id=request.id, phase="queued", done=0, total=position.ahead, message="queued behind " + " and ".join(filter(None, ahead))
         )

@@ -54,11 +54,12 @@
       return [given, ""];
     }
     // Not kept: the kept one (if any) meets tarsd's own answer next, as on any visit.
-    return kept ? [kept, ""] : ["", "tarsd refused the token in the address: paste the one `tarsctl http token` prints."];
+    return kept ? [kept, ""] : ["", "tarsd refused the token in the address: paste the one that “tarsctl http token” prints."];
   }
 
   function showLogin(message) {
     $("app").hidden = true;
+    document.querySelector("header .tabs").hidden = true; // nothing to switch between until the page opens
     $("login").hidden = false;
     $("login-error").textContent = message || "";
     $("token").focus();
@@ -78,7 +79,7 @@
     const response = await fetch(path, Object.assign({}, options, { headers, cache: "no-store" }));
     if (response.status === 401) {
       localStorage.removeItem(TOKEN_KEY);
-      showLogin("tarsd refused the token: paste the one `tarsctl http token` prints.");
+      showLogin("tarsd refused the token: paste the one that “tarsctl http token” prints.");
       throw new ApiError({ message: "the token was refused" }, 401);
     }
     return response;
@@ -378,6 +379,8 @@
     event.preventDefault();
     send();
   });
+  // A phone's keyboard has no Shift+Enter to offer: its return key sends.
+  if (window.matchMedia("(pointer: coarse)").matches) $("message").placeholder = "Ask tars… (return sends)";
   $("message").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
@@ -392,7 +395,8 @@
       const ended = await json(await api("/conversations/" + encodeURIComponent(CONVERSATION), { method: "DELETE" }));
       $("messages").replaceChildren();
       const notes = ended.session_log ? ["Session log written: " + ended.session_log + "."] : [];
-      $("chat-note").textContent = [...notes, ...(ended.warnings || []), "A new conversation starts."].join(" ");
+      const sentences = [...notes, ...(ended.warnings || [])].map((text) => (/[.!?]$/.test(text) ? text : text + "."));
+      $("chat-note").textContent = [...sentences, "A new conversation starts."].join(" ");
     } catch (error) {
       if (error.status !== 401) $("chat-note").textContent = describe(error);
     }
@@ -506,6 +510,7 @@
       const parts = [vaultName, `${counts.files || 0} ${counts.files === 1 ? "note" : "notes"}`, meaning[status.embedder.state] || status.embedder.state];
       $("state").textContent = parts.filter(Boolean).join(" · ");
       $("login").hidden = true;
+      document.querySelector("header .tabs").hidden = false;
       $("app").hidden = false;
       show(document.body.dataset.view || "search");
       loadConversation();
