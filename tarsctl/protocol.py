@@ -361,6 +361,7 @@ class RelatedReply(Message, tag="related_reply"):
     id: int = 0
     note: str = ""
     notes: list[RelatedNote] = []
+    reason: str = ""  # with no notes: why nothing is listed ("it has no text to compare", ...)
 
 
 class NoteText(Message, tag="note_text"):
