@@ -522,4 +522,12 @@ def forget(
             return EXIT_OK
     done = client.call(Forget(id=client.next_id(), text=text, kind=kind, confirm_line=chosen.line))
     print(f"forgot from {shown_text(done.path)}: {shown_text(done.removed)}", file=out)
+    if done.stale_copy_seconds > 0:
+        # Said here because tarsd undoes such a save quietly: a line typed back at once looks like a stale copy.
+        window = f"{done.stale_copy_seconds:g} s"
+        print(
+            f"  an editor's copy saved within {window} that still holds this line is taken for a stale copy, and the line removed again;\n"
+            f"  to keep it after all, `tarsctl remember` it (or type it back after those {window})",
+            file=out,
+        )
     return EXIT_OK

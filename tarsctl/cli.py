@@ -131,7 +131,8 @@ def _related(client: Client, args) -> int:
             _emit_json(note)
         return EXIT_OK
     if not reply.notes:
-        print(f"nothing related to {shown_text(reply.note)} yet (its passages need vectors: see `tarsctl status`)", file=sys.stderr)
+        # The daemon says why; one from before it did says nothing, and no reason is made up here.
+        print(f"nothing related to {shown_text(reply.note)}" + (f": {shown_text(reply.reason)}" if reply.reason else ""), file=sys.stderr)
     for note in reply.notes:
         print(f"{shown_text(note.path)}  {shown_text(note.title)}  [{note.similarity:.2f}]" + ("  (linked)" if note.linked else ""))
     return EXIT_OK

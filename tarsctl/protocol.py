@@ -361,6 +361,7 @@ class RelatedReply(Message, tag="related_reply"):
     id: int = 0
     note: str = ""
     notes: list[RelatedNote] = []
+    reason: str = ""  # with no notes: why nothing is listed ("it has no text to compare", ...)
 
 
 class NoteText(Message, tag="note_text"):
@@ -691,6 +692,8 @@ class Forgotten(Message, tag="forgotten"):
     candidates: list[MemoryCandidate] = []
     removed: str = ""  # the line removed, after a confirm_line
     pending_id: int = 0  # a model asked to remove the user's line: the proposal waiting for the user (tarsctl rules)
+    # After a removal: a save bringing the line back within this many seconds is taken for an editor's stale copy and undone.
+    stale_copy_seconds: float = 0.0
 
 
 class ConversationInfo(msgspec.Struct):

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from tarsd.config.settings import MemoryConfig
 from tarsd.memory import facts, provenance
-from tarsd.memory.guard import WriteGuard
+from tarsd.memory.guard import WINDOW_SECONDS, WriteGuard
 from tarsd.memory.lines import (
     LIST_PREFIX,
     MemoryLine,
@@ -103,6 +103,9 @@ class Forgotten:
     candidates: list[Candidate] = field(default_factory=list)
     removed: str = ""  # the line removed (after a confirmation)
     pending_id: int = 0  # a model asked to remove a line the user wrote: the proposal waiting for the user
+    # After a removal: a save bringing the line back within this many seconds is taken for an
+    # editor's stale copy and undone (guard.py); the user is told, with how to keep it instead.
+    stale_copy_seconds: float = 0.0
 
 
 class _Gone(Exception):
@@ -361,8 +364,8 @@ class MemoryFiles:
                 try:
                     self._write(target, change, removed=[old.raw])
                 except _Gone:
-                    pass  # gone already: what the user wanted
-                return Forgotten(rel, [], removed=old.text)
+                    return Forgotten(rel, [], removed=old.text)  # gone already: what the user wanted, and nothing watched
+                return Forgotten(rel, [], removed=old.text, stale_copy_seconds=WINDOW_SECONDS)
         if not text.strip():
             raise ValueError("say what to forget: some words of the line")
         texts = [line.text for line in existing]

@@ -15,7 +15,11 @@ lock an editor out, so it checks afterwards, with this rule:
 - a line missing from a version written later than that was deleted by the user: it is left
   alone and no longer watched;
 - the same holds the other way for a line tars removed (forget, replace): back within the
-  window, it is removed again; back later, the user wants it, and it stays.
+  window, it is removed again (a line typed back by hand at once cannot be told from a stale
+  copy: forget tells the user so); back later, the user wants it, and it stays;
+- tars's latest write of a line decides how it is watched: remembered again after a forget,
+  it is kept (the user said so), and forgotten after it was remembered, it is no longer a line
+  to put back. The log names who made each change ("tars's forget", "an editor's save").
 
 The put-back is itself an atomic re-read-then-swap update, so the editor's own change in the
 stale copy is kept too.
@@ -67,6 +71,7 @@ class _Written:
     section: str  # where it goes back
     at: float  # wall-clock time of tars's write (or of the put-back)
     removed: bool = False  # a line tars removed rather than added
+    by: str = "tars"  # who made the change watched, for the log: "tars's forget", "an editor's save", ...
 
 
 class WriteGuard:
@@ -92,11 +97,18 @@ class WriteGuard:
         """tars wrote ``path`` (its stat after the write): watch what it added and removed."""
         now = time.time()
         self._own[path] = stamp_of(st)
-        entries = self._entries.setdefault(path, [])
-        entries.extend(_Written(line, key(line), section, now) for line, section in added)
         added_keys = {key(line) for line, _ in added}
+        # tars's latest write of a line decides how it is watched: a line remembered again after a
+        # forget is the user's deliberate wish, no longer a line to remove again (issue 37), and
+        # a line forgotten after it was remembered is no longer one to put back (nor, once
+        # gone, "deleted by hand").
+        written = added_keys | {key(line) for line in removed}
+        entries = [entry for entry in self._entries.get(path, []) if entry.key not in written]
+        self._entries[path] = entries
+        entries.extend(_Written(line, key(line), section, now) for line, section in added)
+        remover = "tars's replace" if added else "tars's forget"
         # A line replaced by one that reads the same (a typo fixed) is not watched as removed.
-        entries.extend(_Written(line, key(line), "", now, removed=True) for line in removed if key(line) not in added_keys)
+        entries.extend(_Written(line, key(line), "", now, removed=True, by=remover) for line in removed if key(line) not in added_keys)
         if entries:
             for delay in CHECKS_AFTER_WRITE:
                 self._schedule(path, delay)
@@ -118,8 +130,8 @@ class WriteGuard:
         watched = {entry.key for entry in entries}
         added = [line for line in their_lines if key(line.raw) not in our_keys | watched]
         removed = [line for line in our_lines if key(line.raw) in before_keys - their_keys - watched]
-        entries.extend(_Written(line.raw, key(line.raw), line.section, now) for line in added)
-        entries.extend(_Written(line.raw, key(line.raw), "", now, removed=True) for line in removed)
+        entries.extend(_Written(line.raw, key(line.raw), line.section, now, by="an editor's save") for line in added)
+        entries.extend(_Written(line.raw, key(line.raw), "", now, removed=True, by="an editor's save") for line in removed)
         log.info(
             "%s: an editor saved while tars swapped its version in; watching the %d line(s) it added and %d it removed",
             path.name,
@@ -151,12 +163,14 @@ class WriteGuard:
                 (back if entry.removed else lost).append(entry)
                 keep.append(entry)
             else:
-                what = "put back" if entry.removed else "deleted"
+                done, undone = ("removed", "put back") if entry.removed else ("added", "deleted")
                 log.info(
-                    "%s: a line tars wrote %.0f s earlier was %s by hand; leaving it so: %s",
+                    "%s: a line %s %s %.0f s earlier was %s by hand; leaving it so: %s",
                     path.name,
+                    entry.by,
+                    done,
                     changed_at - entry.at,
-                    what,
+                    undone,
                     entry.line,
                 )
         self._entries[path] = keep
@@ -167,16 +181,25 @@ class WriteGuard:
         for entry in lost:
             text = insert_under(text, entry.section, entry.line)
             log.warning(
-                "%s: restored a line lost in a write race (the file was replaced %.1f s after tars wrote it): %s",
+                "%s: restored a line lost in a write race (%s added it; the file was replaced %.1f s after): %s",
                 path.name,
+                entry.by,
                 max(0.0, changed_at - entry.at),
                 entry.line,
             )
             entry.at = now  # a new write: a second stale save within the window is repaired too
         for entry in back:
             text = remove_line(text, entry.key) or text
+            log.warning(
+                "%s: removed again a line %s removed: a save %.1f s after brought it back, within the %.0f s window, so it was "
+                "taken for an editor's stale copy (to keep the line, `tarsctl remember` it, or type it back later): %s",
+                path.name,
+                entry.by,
+                max(0.0, changed_at - entry.at),
+                WINDOW_SECONDS,
+                entry.line,
+            )
             entry.at = now
-            log.warning("%s: removed again a line an editor's stale copy brought back: %s", path.name, entry.line)
         self.restored += len(lost)
         self.removed_again += len(back)
         if lost:

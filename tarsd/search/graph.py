@@ -8,8 +8,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-import numpy as np
-
 from tarsd.markdown.links import Link, Resolver
 from tarsd.store.database import Store
 
@@ -128,31 +126,49 @@ class NoteGraph:
         return pairs
 
     def related(self, path: str, limit: int = 10) -> list[Neighbour]:
-        """The notes nearest in meaning to ``path`` (its passages' mean vector), best first."""
-        reader = self.store.reader()
-        if not reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunk_vectors'").fetchall():
+        """The notes nearest in meaning to ``path``, best first: each other note by its passage
+        nearest the note's mean vector, the note's own passages left out. A note of 10 passages
+        and one of 10,000 saying the same get the same answer."""
+        found = self.store.reader().execute("SELECT id FROM files WHERE path = ? AND skipped = 0", (path,)).fetchall()
+        if not found or not self.store.has_vector_table():
             return []
-        vectors = [
-            np.frombuffer(row[0], dtype=np.float32)
-            for row in reader.execute(
-                "SELECT v.embedding FROM chunks c JOIN files f ON f.id = c.file_id JOIN chunk_vectors v ON v.rowid = c.id WHERE f.path = ?",
-                (path,),
-            )
-        ]
-        if not vectors:
+        centre = self.store.note_vector(found[0][0])
+        if centre is None:
             return []
-        centre = np.mean(vectors, axis=0)
-        centre /= np.linalg.norm(centre) or 1.0
-        hits = self.store.vec_search(centre.astype(np.float32).tobytes(), limit * 8 + 20)
+        hits = self.store.nearest_notes(centre, limit, skip_file=found[0][0])
         owners = self.store.chunk_rows([chunk for chunk, _ in hits])
         linked = {link.resolved for link in self.links_from(path)} | {link.source for link in self.links_to(path)}
-        best: dict[str, Neighbour] = {}
+        neighbours = []
         for chunk, similarity in hits:
             row = owners.get(chunk)
-            if row is None or row.path == path or row.path in best:
-                continue
-            best[row.path] = Neighbour(row.path, row.title, round(max(0.0, similarity), 4), row.path in linked)
-        return list(best.values())[:limit]
+            if row is not None and row.path != path:  # None: the passage went meanwhile
+                neighbours.append(Neighbour(row.path, row.title, round(max(0.0, similarity), 4), row.path in linked))
+        return neighbours
+
+    def why_none_related(self, path: str) -> str:
+        """Why ``related`` lists nothing for ``path``, in words for the user."""
+        reader = self.store.reader()
+        found = reader.execute("SELECT id, skipped FROM files WHERE path = ?", (path,)).fetchall()
+        if not found:
+            return "it is not in the index"
+        file_id, skipped = found[0]
+        if skipped:
+            return "it is not indexed (`tarsctl status --files` says why)"
+        counted = reader.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks WHERE file_id = ?", (file_id,))
+        passages, with_vectors = counted.fetchall()[0]
+        if not passages:
+            return "it has no text to compare"
+        if not with_vectors:
+            have = f"its {passages:,} passages have" if passages != 1 else "its 1 passage has"
+            return f"{have} no vector yet, and related notes are found by vectors (see `tarsctl status` for the embedder)"
+        others, waiting = reader.execute(
+            "SELECT coalesce(sum(embedded), 0), count(*) - coalesce(sum(embedded), 0) FROM chunks WHERE file_id != ?", (file_id,)
+        ).fetchall()[0]
+        if not others and waiting:
+            return f"no other note has a passage with a vector yet ({waiting:,} waiting: see `tarsctl status`)"
+        if not others:
+            return "no other note has a passage with a vector to compare with"
+        return "no other note came near it"  # not expected: every note with a vector is ranked
 
     @staticmethod
     def _row(source: str, row: tuple, resolver: Resolver) -> LinkRow:

@@ -148,6 +148,12 @@ class Store(Connections):
     def chunk_notes(self, ids: list[int]) -> dict[int, tuple[int, str]]:
         return self._chunks.chunk_notes(ids)
 
+    def note_vector(self, file_id: int) -> bytes | None:
+        return self._chunks.note_vector(file_id)
+
+    def nearest_notes(self, vector: bytes, limit: int, skip_file: int) -> list[tuple[int, float]]:
+        return self._chunks.nearest_notes(vector, limit, skip_file)
+
     def fts_search(self, match: str, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float, bytes]]:
         return self._keywords.fts_search(match, limit, where)
 

@@ -85,6 +85,14 @@ class PassageNotes:
                     found[chunk] = (file_id, path)
             return found
 
+    def file_ids(self, chunks: np.ndarray) -> np.ndarray:
+        """Each passage's file id (0: no such passage), for many passages at once."""
+        with self._lock:
+            inside = (chunks >= 0) & (chunks < len(self._file_of))
+            files = np.zeros(len(chunks), dtype=np.int32)
+            files[inside] = self._file_of[chunks[inside]]
+            return files
+
     def _set_path(self, file_id: int, path: str) -> None:
         if file_id >= len(self._paths):
             self._paths.extend([None] * (max(1024, int((file_id + 1) * GROWTH)) - len(self._paths)))

@@ -3,6 +3,7 @@ write guard, on real files (no daemon: the daemon tests drive the same code over
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -279,6 +280,32 @@ def test_a_forgotten_line_brought_back_by_a_stale_save_is_removed_again(memory, 
     editor_save(path, path.read_text() + "- Cat: Luna\n", mtime=time.time() + WINDOW_SECONDS + 5)
     memory.verify(path)
     assert "- Cat: Luna" in path.read_text()
+
+
+def test_the_guard_log_says_who_removed_a_line(memory, vault, caplog):
+    """Issue 37: a line remembered, then forgotten by tars, was logged as "deleted by hand"."""
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    memory.remember("Cat: Luna", section="Core")
+    memory.forget("Luna", confirm_line=f"Cat: Luna {STAMP}")
+    with caplog.at_level(logging.INFO, logger="tarsd.memory.guard"):
+        # Saved past the window: without the line (tars's forget removed it), then with it typed back.
+        editor_save(path, path.read_text() + "- Town: Dublin\n", mtime=time.time() + WINDOW_SECONDS + 5)
+        memory.verify(path)
+        assert "deleted by hand" not in caplog.text
+        editor_save(path, path.read_text() + "- Cat: Luna\n", mtime=time.time() + WINDOW_SECONDS + 10)
+        memory.verify(path)
+    assert "- Cat: Luna\n" in path.read_text()
+    assert re.search(r"a line tars's forget removed \d+ s earlier was put back by hand; leaving it so: - Cat: Luna", caplog.text)
+
+
+def test_a_line_remembered_again_after_a_forget_is_kept(memory, vault):
+    path = write(vault, "Memory.md", "# Core\n- Name: Sam\n- Cat: Luna\n")
+    memory.forget("Luna", confirm_line="Cat: Luna")
+    memory.remember("Cat: Luna", section="Core")  # deliberate: the user wants it back
+    editor_save(path, path.read_text() + "- Town: Dublin\n")  # an editor that reloaded saves within the window
+    memory.verify(path)
+    assert path.read_text() == f"# Core\n- Name: Sam\n- Cat: Luna {STAMP}\n- Town: Dublin\n"
+    assert memory.guard.removed_again == 0
 
 
 def test_a_typo_fixed_by_replace_is_not_removed_as_the_old_line(memory, vault):

@@ -61,7 +61,14 @@ async def forget(daemon: DaemonParts, request: Forget, _peer: Peer) -> AsyncIter
         daemon.assistant.memory.forget, request.text, request.kind, request.confirm_line, request.limit, request.by_model
     )
     candidates = [MemoryCandidate(c.line, c.section, c.line_number, c.score, c.provenance) for c in done.candidates]
-    yield Forgotten(id=request.id, path=done.path, candidates=candidates, removed=done.removed, pending_id=done.pending_id)
+    yield Forgotten(
+        id=request.id,
+        path=done.path,
+        candidates=candidates,
+        removed=done.removed,
+        pending_id=done.pending_id,
+        stale_copy_seconds=done.stale_copy_seconds,
+    )
 
 
 async def feedback(daemon: DaemonParts, request: Feedback, _peer: Peer) -> AsyncIterator[Message]:

@@ -112,8 +112,11 @@ async def links(daemon: DaemonParts, request: Links, _peer: Peer) -> AsyncIterat
 
 async def related(daemon: DaemonParts, request: Related, _peer: Peer) -> AsyncIterator[Message]:
     note = await asyncio.to_thread(find_note, daemon, request.note)
-    neighbours = await asyncio.to_thread(daemon.engine.graph.related, note, request.limit)
-    yield RelatedReply(id=request.id, note=note, notes=[RelatedNote(n.path, n.title, n.similarity, n.linked) for n in neighbours])
+    graph = daemon.engine.graph
+    neighbours = await asyncio.to_thread(graph.related, note, request.limit)
+    reason = "" if neighbours else await asyncio.to_thread(graph.why_none_related, note)
+    notes = [RelatedNote(n.path, n.title, n.similarity, n.linked) for n in neighbours]
+    yield RelatedReply(id=request.id, note=note, notes=notes, reason=reason)
 
 
 async def read_note(daemon: DaemonParts, request: ReadNote, _peer: Peer) -> AsyncIterator[Message]:
