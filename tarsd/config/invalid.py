@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from pathlib import Path
 
 import msgspec
@@ -50,7 +51,7 @@ def explain(exc: msgspec.ValidationError, data: dict, root: type, origins: dict[
         shown, where = (value if isinstance(value, str) else _shown(value)), f"from {origin}"
     else:
         shown, where = _shown(value), f"in {file}"
-    return f"[{'.'.join(table)}] {key} = {shown} {where} is not allowed: it must be {allowed(info)}"
+    return f"[{'.'.join(table)}] {key} = {shown} {where} is not allowed: it must be {allowed(_declared(field.cls, key, info))}"
 
 
 def allowed(info: types.Type) -> str:
@@ -70,6 +71,14 @@ def allowed(info: types.Type) -> str:
     if isinstance(info, types.ListType):
         return 'a list of strings in quotes, e.g. ["a", "b"]'  # the settings' only lists
     return "a table"
+
+
+def _declared(struct: type, key: str, info: types.Type) -> types.Type:
+    """A set of words in the order the settings list them (msgspec sorts them): the usual one first."""
+    hint = typing.get_type_hints(struct).get(key)
+    if isinstance(info, types.LiteralType) and typing.get_origin(hint) is typing.Literal:
+        return types.LiteralType(values=typing.get_args(hint))
+    return info
 
 
 def _range(info: types.IntType | types.FloatType) -> str:

@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vault", help="the vault folder (default: [vault] path in the config, or TARS_VAULT)")
     parser.add_argument("--config", type=Path, help="a TOML config file (default: the platform config dir's tars/config.toml)")
     parser.add_argument("--socket", help="the Unix socket to listen on")
-    parser.add_argument("--log-level", help="debug, info, warning or error")
+    parser.add_argument("--log-level", type=str.lower, help="debug, info, warning or error")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)
     if args.version:

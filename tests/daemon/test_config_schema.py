@@ -147,7 +147,11 @@ def test_an_environment_variable_outside_the_range_is_refused_naming_it(tarsd_en
 def test_the_command_line_is_named_too(tarsd_env, capsys):
     assert start(tarsd_env, "--log-level", "loud") == EXIT_CONFIG
     said = capsys.readouterr().err
-    assert '[daemon] log_level = loud from the command line is not allowed: it must be one of "debug"' in said
+    assert '[daemon] log_level = loud from the command line is not allowed: it must be one of "debug", "info", "warning", "error"' in said
+    # The option takes any case, as it did; the file and TARS_DAEMON_LOG_LEVEL take the words as listed.
+    assert start(tarsd_env, "--log-level", "DEBUG") == EXIT_CONFIG
+    said = capsys.readouterr().err
+    assert "does not exist" in said and "log_level" not in said, said
 
 
 @pytest.mark.parametrize(
