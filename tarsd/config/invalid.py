@@ -18,6 +18,7 @@ import msgspec.inspect as types
 
 # msgspec's "- at `$.daemon.debounce_ms`", and a dict's entry in the path as "[...]".
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+MAX_SHOWN = 200  # characters of a refused value shown in the message
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<name>[^`]+)`")
 
 
@@ -36,7 +37,9 @@ def explain(exc: msgspec.ValidationError, data: dict, root: type, origins: dict[
         if not names:
             return f"there is no section [{unknown['name']}] (in {file}); the sections are: {keys}"
         return f"[{'.'.join(names)}] has no key {unknown['name']!r} (in {file}); its keys are: {keys}"
-    if len(names) < 2:
+    if len(names) == 1:  # `vault = "x"` where a [vault] table belongs
+        return f"{names[0]} = {_shown(data.get(names[0]))} in {file} is not allowed: it must be a table, [{names[0]}]"
+    if not names:
         return f"{what} (in {file})"
     *table, key = names
     field = _struct_at(types.type_info(root), table)
@@ -47,8 +50,9 @@ def explain(exc: msgspec.ValidationError, data: dict, root: type, origins: dict[
     for name in names:
         value = value.get(name) if isinstance(value, dict) else None
     origin = origins.get((table[0], key)) if len(table) == 1 else None
-    if origin:  # an environment variable's or an option's text, as typed
-        shown, where = (value if isinstance(value, str) else _shown(value)), f"from {origin}"
+    if origin:  # an environment variable's or an option's text, as typed (quoted when it holds controls)
+        shown = value if isinstance(value, str) and value.isprintable() and len(value) <= MAX_SHOWN else _shown(value)
+        where = f"from {origin}"
     else:
         shown, where = _shown(value), f"in {file}"
     return f"[{'.'.join(table)}] {key} = {shown} {where} is not allowed: it must be {allowed(_declared(field.cls, key, info))}"
@@ -130,9 +134,11 @@ def _struct_at(info: types.Type, names: list[str]) -> types.Type | None:
 
 
 def _shown(value: object) -> str:
-    """The value as TOML would write it."""
+    """The value about as TOML writes it; escaped, so a stray control character cannot reach the terminal."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return f"{value:g}" if isinstance(value, float) else str(value)
-    return json.dumps(value, ensure_ascii=False)
+        return repr(value)
+    if isinstance(value, str) and len(value) > MAX_SHOWN:
+        return json.dumps(value[:MAX_SHOWN]) + "..."
+    return json.dumps(value, default=str)  # a TOML date or time is shown as its text

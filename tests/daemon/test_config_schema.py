@@ -192,6 +192,24 @@ def test_a_vault_that_is_not_there_is_named_with_what_to_do(tarsd_env, capsys):
     assert f"the vault {a_file} is not a directory" in said and "does not exist" not in said, said
 
 
-def test_a_config_error_is_a_config_error_not_a_traceback():
-    with pytest.raises(ConfigError, match=r"\[http\] port = 70000 from TARS_HTTP_PORT"):
-        load_config(Path(os.devnull), env={"TARS_HTTP_PORT": "70000"})
+def test_an_environment_value_with_control_characters_is_shown_escaped():
+    with pytest.raises(ConfigError) as refused:
+        load_config(Path(os.devnull), env={"TARS_DAEMON_LOG_LEVEL": "\x1b[31mred"})
+    assert '[daemon] log_level = "\\u001b[31mred" from TARS_DAEMON_LOG_LEVEL' in str(refused.value), refused.value
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('vault = "~/Notes"\n', 'vault = "~/Notes" in {file} is not allowed: it must be a table, [vault]'),
+        ("[daemon]\ndebounce_ms = 1979-05-27\n", '[daemon] debounce_ms = "1979-05-27" in {file} is not allowed: it must be a whole number'),
+        ("[index]\noverlap = 1.0\n", "[index] overlap = 1.0 in {file} is not allowed: it must be a number, 0 or more and less than 1"),
+        ('[chat]\nprovider = "' + "x" * 500 + '"\n', '[chat] provider = "' + "x" * 200 + '"... in {file}'),
+    ],
+)
+def test_odd_values_are_shown_as_written_and_cut_when_long(tmp_path: Path, text: str, said: str):
+    config = tmp_path / "config.toml"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(config, env={})
+    assert str(refused.value).startswith("invalid configuration: " + said.format(file=config)), refused.value
