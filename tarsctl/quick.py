@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from types import SimpleNamespace
@@ -32,7 +33,7 @@ from tarsctl.arguments import (
     settle,
     top_parser,
 )
-from tarsctl.config_warning import warn_if_unparsable
+from tarsctl.config_warning import warn_if_changed
 from tarsctl.search_view import show_pong, show_search
 from tarsctl.transport import PROTOCOL_VERSION, DaemonNotRunning, FrameSocket, ProtocolError
 
@@ -112,9 +113,10 @@ def _answer(args) -> int:
     if problem is not None:
         print(f"tarsctl: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    warn_if_unparsable()
+    frames = FrameSocket(args.socket, args.timeout)
+    warn_if_changed(os.fspath(frames.path))
     request = {"type": "search", "id": 1, **search_fields(args)} if args.command == "search" else {"type": "ping", "id": 1}
-    return answered(lambda: _show(_call(FrameSocket(args.socket, args.timeout), request), args), args.timeout)
+    return answered(lambda: _show(_call(frames, request), args), args.timeout)
 
 
 def _show(reply: SimpleNamespace, args) -> int:
