@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 from types import SimpleNamespace
@@ -113,10 +112,9 @@ def _answer(args) -> int:
     if problem is not None:
         print(f"tarsctl: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    frames = FrameSocket(args.socket, args.timeout)
-    warn_if_changed(os.fspath(frames.path))
+    warn_if_changed(args.socket)
     request = {"type": "search", "id": 1, **search_fields(args)} if args.command == "search" else {"type": "ping", "id": 1}
-    return answered(lambda: _show(_call(frames, request), args), args.timeout)
+    return answered(lambda: _show(_call(FrameSocket(args.socket, args.timeout), request), args), args.timeout)
 
 
 def _show(reply: SimpleNamespace, args) -> int:

@@ -87,7 +87,7 @@ def imports(daemon, *argv: str) -> tuple[subprocess.CompletedProcess, set[str]]:
 
 
 def test_the_quick_path_checks_the_file_only_when_it_changed_after_tarsd_started(daemon):
-    """A file tarsd started with is known good: two stats, no parsing, no msgspec."""
+    """A file tarsd started with is known good: two stats, no parsing, no msgspec on the quick path."""
     config = Path(daemon.env["TARS_CONFIG"])
     config.write_text('[daemon]\nlog_level = "info"\n\n[chat]\nprovider = "ollama"\n', encoding="utf-8")
     started = daemon.socket.stat().st_mtime
@@ -95,6 +95,8 @@ def test_the_quick_path_checks_the_file_only_when_it_changed_after_tarsd_started
     done, modules = imports(daemon, "search", "--mode", "fts", "bread")
     assert done.returncode == 0 and not warnings(done.stderr), done.stderr
     assert not {m for m in modules if m.split(".")[0] in ("msgspec", "tomllib", "platformdirs", "shutil", "tarsd")}, modules
+    done, modules = imports(daemon, "status")  # the full client spares the settings' load too
+    assert done.returncode == 0 and not warnings(done.stderr) and "tarsd.config.settings" not in modules, done.stderr[-2000:]
 
     config.write_text('[daemon]\nlog_level = "loud"\n', encoding="utf-8")  # changed since: checked as tarsd would
     done, modules = imports(daemon, "search", "--mode", "fts", "bread")
