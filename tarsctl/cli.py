@@ -16,6 +16,7 @@ import msgspec
 
 from tarsctl.arguments import EXIT_OK, EXIT_REMOTE, EXIT_USAGE, answered, full_parser, print_remote_error, search_fields, settle
 from tarsctl.client import Client, RemoteError
+from tarsctl.config_warning import warn_if_changed
 from tarsctl.protocol import (
     Coverage,
     Error,
@@ -52,6 +53,8 @@ def run(args) -> int:
     if problem is not None:
         print(f"tarsctl: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    # The setup commands above read the config themselves and say what is wrong.
+    warn_if_changed(args.socket)
     return answered(lambda: _with_client(args), args.timeout)
 
 

@@ -32,6 +32,7 @@ from tarsctl.arguments import (
     settle,
     top_parser,
 )
+from tarsctl.config_warning import warn_if_changed
 from tarsctl.search_view import show_pong, show_search
 from tarsctl.transport import PROTOCOL_VERSION, DaemonNotRunning, FrameSocket, ProtocolError
 
@@ -111,6 +112,7 @@ def _answer(args) -> int:
     if problem is not None:
         print(f"tarsctl: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    warn_if_changed(args.socket)
     request = {"type": "search", "id": 1, **search_fields(args)} if args.command == "search" else {"type": "ping", "id": 1}
     return answered(lambda: _show(_call(FrameSocket(args.socket, args.timeout), request), args), args.timeout)
 

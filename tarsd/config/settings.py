@@ -10,13 +10,25 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 import platformdirs
 
 APP_NAME = "tars"
+
+# The ranges a number may take, checked when the config is read (the file and TARS_* alike), so a
+# value that cannot work stops tarsd at start with the key named, not later in some worker.
+# Every number in the settings has one (tests/daemon/test_config_schema.py walks the schema).
+Count = Annotated[int, msgspec.Meta(ge=0)]  # a number of things, where 0 means none, off or "automatic"
+AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+NotNegative = Annotated[float, msgspec.Meta(ge=0)]
+MoreThanZero = Annotated[float, msgspec.Meta(gt=0)]  # times, rates and sizes: 0 would stall or spin
+Score = Annotated[float, msgspec.Meta(ge=0, le=1)]  # search scores run from 0 to 1
+Overlap = Annotated[float, msgspec.Meta(ge=0, lt=1)]  # a share of a chunk: all of it would never advance
+Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]  # 0: the system picks a free one
 
 SHORT_ENV_ALIASES = {
     "TARS_VAULT": ("vault", "path"),
@@ -32,6 +44,10 @@ class ConfigError(Exception):
     """The configuration cannot be used; the message says which setting and why."""
 
 
+class MissingConfigFile(ConfigError):
+    """The config file named by --config or TARS_CONFIG is not there."""
+
+
 def default_anthropic_key_file() -> str:
     return str(Path(platformdirs.user_config_dir(APP_NAME)) / "anthropic_key")
 
@@ -43,16 +59,16 @@ class VaultConfig(msgspec.Struct, forbid_unknown_fields=True):
     procedural: list[str] = msgspec.field(default_factory=lambda: ["Procedural.md", "procedural/"])
     episodic: list[str] = msgspec.field(default_factory=lambda: ["sessions/"])
     # Larger files are recorded as skipped instead of indexed.
-    max_file_mb: float = 10.0
+    max_file_mb: MoreThanZero = 10.0
 
 
 class IndexConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Empty means the platform data directory, one database per vault.
     db_path: str = ""
     # Fraction of a chunk repeated at the start of the next one.
-    overlap: float = 0.10
+    overlap: Overlap = 0.10
     # Chunk size target in tokens; 0 means "as large as the embedder accepts".
-    chunk_tokens: int = 0
+    chunk_tokens: Count = 0
 
 
 class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -63,46 +79,46 @@ class EmbedderConfig(msgspec.Struct, forbid_unknown_fields=True):
     model_dir: str = ""
     ollama_host: str = "http://127.0.0.1:11434"
     # Token limit for models whose tokenizer tars cannot read (Ollama).
-    max_tokens: int = 0
+    max_tokens: Count = 0
     # Texts per model call. Measured on a 2-core x86 box with the int8 MiniLM, batch 1 was fastest
     # (padding costs more than per-call overhead saves); bench/index_cost.py prints the figures.
-    batch_size: int = 1
-    threads: int = 0  # the local ONNX model: passages embedded at once, one core each; 0: one per core tarsd may use
+    batch_size: AtLeastOne = 1
+    threads: Count = 0  # the local ONNX model: passages embedded at once, one core each; 0: one per core tarsd may use
     # Under this memory budget ([daemon] memory_mb) the local model is not loaded: keyword search
     # only. tarsd with the model peaked at 420 MB embedding 10,000 notes (bench/daemon_memory.py). 0: always load it.
-    min_memory_mb: int = 512
+    min_memory_mb: Count = 512
     # After a failed load (no model, no network, Ollama down) the next attempt waits this long,
     # doubling each time up to retry_max_seconds. `tarsctl index` and SIGHUP retry at once.
-    retry_seconds: float = 60.0
-    retry_max_seconds: float = 3600.0
+    retry_seconds: MoreThanZero = 60.0
+    retry_max_seconds: MoreThanZero = 3600.0
 
 
 class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Empty means $XDG_RUNTIME_DIR/tars/tarsd.sock (Linux) or /tmp/tars-UID/tarsd.sock.
     socket: str = ""
     # Quiet time after the last change to a file before it is re-indexed.
-    debounce_ms: int = 200
+    debounce_ms: Count = 200
     # Full reconcile scan against the real tree (watch events are only hints).
-    reconcile_minutes: float = 10.0
+    reconcile_minutes: MoreThanZero = 10.0
     # Seconds between checks that the file watcher is still alive and the vault folder still
     # there (a stat and a look at a few threads; a watcher thread that dies is replaced at once).
-    watcher_check_seconds: float = 1.0
+    watcher_check_seconds: MoreThanZero = 1.0
     # A search first finishes the saves already queued (so an editor hook that saves, then
     # searches, sees its own save), waiting at most this long.
-    settle_ms: int = 1000
+    settle_ms: Count = 1000
     # After a failed sync (disk full, database locked) the work is retried after this long,
     # doubling up to retry_max_seconds.
-    retry_seconds: float = 2.0
-    retry_max_seconds: float = 60.0
+    retry_seconds: MoreThanZero = 2.0
+    retry_max_seconds: MoreThanZero = 60.0
     # Connections: at most this many at once (fewer when file descriptors are short); a client
     # must say hello within hello_timeout_seconds, and one silent for idle_timeout_seconds is closed.
-    max_connections: int = 256
-    hello_timeout_seconds: float = 5.0
-    idle_timeout_seconds: float = 600.0
-    log_level: str = "info"
+    max_connections: AtLeastOne = 256
+    hello_timeout_seconds: MoreThanZero = 5.0
+    idle_timeout_seconds: MoreThanZero = 600.0
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     # The memory tarsd plans for, in MB; 0: the machine's, or its cgroup's limit when lower (a
     # service's MemoryMax=). Under 2048 it picks low-memory settings (tarsd/config/budget.py).
-    memory_mb: int = 0
+    memory_mb: Count = 0
 
 
 class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -116,13 +132,13 @@ class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Memory.md goes into every prompt whole up to this size (the design's guideline). Above
     # it, selective recall: the core section (and what precedes the first heading) plus the
     # recall_sections sections most relevant to the message; the rest is left to memory_search.
-    prompt_lines: int = 100
-    prompt_tokens: int = 1000
+    prompt_lines: Count = 100
+    prompt_tokens: Count = 1000
     core_section: str = "Core"
-    recall_sections: int = 3
+    recall_sections: Count = 3
     # Status warns when the part that is in every prompt (the whole file, or the core) passes these.
-    warn_lines: int = 100
-    warn_tokens: int = 1000
+    warn_lines: Count = 100
+    warn_tokens: Count = 1000
 
 
 class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -134,20 +150,20 @@ class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
     # The API key comes from ANTHROPIC_API_KEY, else from this file (first line). By default
     # anthropic_key in the config folder, which follows XDG_CONFIG_HOME as the config file does.
     anthropic_key_file: str = msgspec.field(default_factory=default_anthropic_key_file)
-    max_tokens: int = 2048
-    max_tool_rounds: int = 5
-    request_timeout: float = 120.0
+    max_tokens: AtLeastOne = 2048
+    max_tool_rounds: Count = 5
+    request_timeout: MoreThanZero = 120.0
     # Retries for connection errors, 429 and 5xx (the SDK's own back-off).
-    max_retries: int = 2
+    max_retries: Count = 2
     # Relevant context searched for with the opening message.
-    context_results: int = 5
-    context_min_score: float = 0.25
+    context_results: Count = 5
+    context_min_score: Score = 0.25
     # Compact a conversation when its messages pass this many characters, keeping the last few.
-    compact_chars: int = 24_000
-    keep_recent: int = 6
+    compact_chars: AtLeastOne = 24_000
+    keep_recent: Count = 6
     # Conversations idle this long get a session log from the scheduled snapshot.
-    idle_minutes: float = 30.0
-    snapshot_minutes: float = 5.0
+    idle_minutes: NotNegative = 30.0
+    snapshot_minutes: MoreThanZero = 5.0
 
 
 class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -156,7 +172,7 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
 
     enabled: bool = False
     host: str = "127.0.0.1"
-    port: int = 8277  # T-A-R-S on a phone keypad
+    port: Port = 8277  # T-A-R-S on a phone keypad
     # Listening on any address but loopback (a Pi serving a phone on the LAN) also needs lan = true:
     # plain HTTP carries the token and your notes in clear text (README: reverse proxy or Tailscale).
     lan: bool = False
@@ -173,18 +189,18 @@ class HttpConfig(msgspec.Struct, forbid_unknown_fields=True):
     mcp_token_file: str = ""
     # Failed authentications per client address: a burst of this many, then one per second; past
     # that, 429 with Retry-After.
-    auth_failures_burst: int = 5
-    auth_failures_per_second: float = 1.0
+    auth_failures_burst: AtLeastOne = 5
+    auth_failures_per_second: MoreThanZero = 1.0
     # Open connections: at most this many from one client (every loopback address is one client)
     # and in all (fewer when file descriptors are short). At a cap, the connection idle longest
     # (no request in progress) is closed to make room; when none is idle, the new one is.
-    max_connections_per_client: int = 32
-    max_connections: int = 128
+    max_connections_per_client: AtLeastOne = 32
+    max_connections: AtLeastOne = 128
     # A request's headers must arrive within header_timeout_seconds of its first byte (of the
     # connection, for the first request), its body within body_timeout_seconds after them;
     # otherwise the connection is closed.
-    header_timeout_seconds: float = 10.0
-    body_timeout_seconds: float = 30.0
+    header_timeout_seconds: MoreThanZero = 10.0
+    body_timeout_seconds: MoreThanZero = 30.0
     # MCP over streamable HTTP at /mcp (the tools of `tarsctl mcp`), behind the same token.
     mcp: bool = True
 
@@ -205,7 +221,7 @@ class McpServerConfig(msgspec.Struct, forbid_unknown_fields=True):
     allow: list[str] = msgspec.field(default_factory=list)
     ask: list[str] = msgspec.field(default_factory=list)
     deny: list[str] = msgspec.field(default_factory=list)
-    timeout_seconds: float | None = None  # a call's limit; None: [mcp] call_timeout_seconds
+    timeout_seconds: MoreThanZero | None = None  # a call's limit; None: [mcp] call_timeout_seconds
     enabled: bool = True
 
 
@@ -213,18 +229,18 @@ class McpConfig(msgspec.Struct, forbid_unknown_fields=True):
     """tarsd as an MCP client: the servers whose tools the chat model may call, and how they are kept."""
 
     servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
-    call_timeout_seconds: float = 60.0  # a call that has not answered by then ends, and the model is told
-    start_timeout_seconds: float = 30.0  # for a server to start and list its tools
-    approval_timeout_seconds: float = 120.0  # a call nobody approves within this is denied, and the model is told
-    max_result_chars: int = 20_000  # of a result, for the model (the rest is cut, with a note saying so)
-    max_description_chars: int = 1_000  # of a tool's description, for the model
+    call_timeout_seconds: MoreThanZero = 60.0  # a call that has not answered by then ends, and the model is told
+    start_timeout_seconds: MoreThanZero = 30.0  # for a server to start and list its tools
+    approval_timeout_seconds: MoreThanZero = 120.0  # a call nobody approves within this is denied, and the model is told
+    max_result_chars: AtLeastOne = 20_000  # of a result, for the model (the rest is cut, with a note saying so)
+    max_description_chars: Count = 1_000  # of a tool's description, for the model
     # A crashed server is started again after restart_seconds, doubling up to restart_max_seconds.
-    restart_seconds: float = 1.0
-    restart_max_seconds: float = 300.0
+    restart_seconds: MoreThanZero = 1.0
+    restart_max_seconds: MoreThanZero = 300.0
     # This many failed calls in a row (timeouts, a server gone) open the circuit: calls are answered
     # "unavailable" at once, without reaching the server, for open_seconds; then one call is let through.
-    failures_to_open: int = 3
-    open_seconds: float = 60.0
+    failures_to_open: AtLeastOne = 3
+    open_seconds: MoreThanZero = 60.0
     # Where "always" answers are kept as allow rules; empty: tool_rules.toml beside the config file.
     rules_file: str = ""
 
@@ -322,7 +338,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {file}: {exc}") from exc
     elif explicit:
-        raise ConfigError(f"config file {file} does not exist")
+        raise MissingConfigFile(f"config file {file} does not exist")
 
     for section, struct in SECTIONS.items():
         for field in msgspec.structs.fields(struct):
@@ -344,4 +360,24 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
         # strict=False lets environment strings become numbers and booleans.
         return msgspec.convert(data, Config, strict=False)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid configuration ({file} and TARS_* variables): {exc}") from exc
+        from tarsd.config.invalid import explain
+
+        origins = {}
+        for section, struct in SECTIONS.items():
+            for key in struct.__struct_fields__:
+                origin = setting_origin(section, key, env, overrides)
+                if origin is not None:
+                    origins[(section, key)] = "the command line" if origin == "command line" else origin.removeprefix("env ")
+        raise ConfigError(f"invalid configuration: {explain(exc, data, Config, origins, file)}") from exc
+
+
+def setting_origin(section: str, key: str, env: Mapping[str, str], overrides: Mapping[str, object]) -> str | None:
+    """Where a key's value comes from when not from the file or the default: "command line", or
+    "env NAME" (a short alias wins over TARS_<SECTION>_<KEY>, as in load_config)."""
+    if overrides.get(f"{section}_{key}") is not None:
+        return "command line"
+    for name, target in SHORT_ENV_ALIASES.items():
+        if target == (section, key) and name in env:
+            return f"env {name}"
+    long_name = f"TARS_{section}_{key}".upper()
+    return f"env {long_name}" if long_name in env else None

@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tarsd.config.settings import SECTIONS, SHORT_ENV_ALIASES, Config, ConfigError, config_file_path, load_config
+from tarsd.config.settings import SECTIONS, Config, ConfigError, config_file_path, load_config, setting_origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,21 +42,10 @@ def config_sources(path: Path | None = None, env: dict[str, str] | None = None, 
             file_data = tomllib.loads(file.read_text(encoding="utf-8", errors="replace"))
         except (OSError, tomllib.TOMLDecodeError) as exc:  # load_config just read it: a race with an editor
             raise ConfigError(f"cannot read config file {file}: {exc}") from exc
-    aliases = {target: name for name, target in SHORT_ENV_ALIASES.items()}
     settings = []
     for section, struct in SECTIONS.items():
         from_file = file_data.get(section, {})
         for key in struct.__struct_fields__:
-            source = "default"
-            if key in from_file:
-                source = "file"
-            long_name = f"TARS_{section}_{key}".upper()
-            if long_name in env:
-                source = f"env {long_name}"
-            alias = aliases.get((section, key))
-            if alias is not None and alias in env:
-                source = f"env {alias}"
-            if overrides.get(f"{section}_{key}") is not None:
-                source = "command line"
+            source = setting_origin(section, key, env, overrides) or ("file" if key in from_file else "default")
             settings.append(Setting(section, key, getattr(getattr(config, section), key), source))
     return Sources(config=config, file=file, file_exists=file.exists(), settings=settings)

@@ -22,6 +22,7 @@ import asyncio
 import fcntl
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -395,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vault", help="the vault folder (default: [vault] path in the config, or TARS_VAULT)")
     parser.add_argument("--config", type=Path, help="a TOML config file (default: the platform config dir's tars/config.toml)")
     parser.add_argument("--socket", help="the Unix socket to listen on")
-    parser.add_argument("--log-level", help="debug, info, warning or error")
+    parser.add_argument("--log-level", type=str.lower, help="debug, info, warning or error")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)
     if args.version:
@@ -409,8 +410,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, vault_path=args.vault, daemon_socket=args.socket, daemon_log_level=args.log_level)
         vault = config.vault_path
+        if not vault.exists():
+            raise ConfigError(
+                f"the vault {vault} does not exist: pass the folder your notes are in (--vault, TARS_VAULT or [vault] path), "
+                f"or create it with `mkdir -p {shlex.quote(str(vault))}` for a new vault"
+            )
         if not vault.is_dir():
-            raise ConfigError(f"the vault {vault} is not a directory")
+            raise ConfigError(f"the vault {vault} is not a directory but a file: pass the folder your notes are in")
     except ConfigError as exc:
         print(f"tarsd: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -267,5 +267,5 @@ def test_a_misspelt_key_in_a_server_table_is_named_at_start(tmp_path):
 
     config = tmp_path / "config.toml"
     config.write_text('[mcp.servers.todoist]\ncomand = ["npx", "-y", "@doist/todoist-mcp"]\n')
-    with pytest.raises(ConfigError, match="unknown field `comand`"):
+    with pytest.raises(ConfigError, match=r"\[mcp.servers.todoist\] has no key .comand."):
         load_config(config, env={})
