@@ -5,8 +5,8 @@ them, and replies go out through the Graph API (whatsapp_graph) in WhatsApp's fo
 
 Its three secrets are files of mode 0600 (by default beside the config file): the verify token
 (what Meta's dashboard sends back when the webhook is set up), the app secret (which signs every
-delivery) and the access token (which sends the replies). Numbers are never written to the log:
-a sender is ``#`` and a short keyed hash of their number.
+delivery) and the access token (which sends the replies). Numbers and business-scoped user ids
+(BSUIDs) are never written to the log: a sender is ``#`` and a short keyed hash of their id.
 
 A reply WhatsApp refuses because the 24-hour window has closed (more than a day since the user's
 last message: free text is allowed only within it) is said in the log and in ``tarsctl status``,
@@ -167,8 +167,8 @@ class WhatsApp:
         self.counters.retries += 1
 
     def who(self, sender: str) -> str:
-        """``#`` and 8 hex digits of an HMAC of the number keyed with the app secret: the same for
-        the same number in every line, and no way back to the number without the secret."""
+        """``#`` and 8 hex digits of an HMAC of the id (a number or a BSUID) keyed with the app
+        secret: the same for the same id in every line, and no way back to it without the secret."""
         with contextlib.suppress(SecretFileError):
             self._hash_key = self.secrets["app_secret_file"].get().encode()
         return "#" + hmac.new(self._hash_key, sender.encode(), hashlib.sha256).hexdigest()[:8]

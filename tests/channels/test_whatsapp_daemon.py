@@ -539,6 +539,10 @@ def test_a_message_from_a_bsuid_not_allowed_is_dropped(world):
     time.sleep(0.3)
     assert not graph.sends(STRANGER_BSUID) and not graph.reads(start) and len(ollama.bodies("/api/chat")) == chats_before
     assert channel(daemon).received == before.received and STRANGER_BSUID not in daemon.log.read_text()
+    # A stranger's id change: nothing to tell anyone, and the stranger stays one.
+    assert hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.id_changed(STRANGER_BSUID, "GB.1"))).status_code == 200
+    wait_for(lambda: "a sender not in allowed_senders has a new id: nothing to do" in daemon.log.read_text(), "the change to be logged")
+    assert not graph.sends(since=start) and channel(daemon).id_changes == before.id_changes
 
 
 def test_a_user_id_change_is_reported_and_the_new_id_is_not_allowed_until_the_owner_adds_it(world):

@@ -187,6 +187,10 @@ def test_a_sender_is_named_by_number_bsuid_or_both_and_an_id_change_is_read():
     )
     assert [e.kind for e in odd.events] == ["system"] and odd.events[0].quiet
     assert odd.problems == ["a user_changed_user_id system message without its old ids, its new ones, or its id"]
+    # A message sent to a BSUID is reported with recipient_user_id alone.
+    failed = {"id": "wamid.z", "status": "failed", "timestamp": "1", "recipient_user_id": bsuid, "errors": [{"code": 131047, "title": "x"}]}
+    [note] = parse(meta.envelope(PNID, {"statuses": [failed]}), PNID).statuses
+    assert note.recipient == bsuid and note.errors == [(131047, "x")]
 
 
 def test_allowed_senders_are_phone_numbers_or_bsuids_and_a_bad_entry_is_named_by_its_place(tmp_path):
