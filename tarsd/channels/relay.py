@@ -122,6 +122,10 @@ class Relay:
         self._tasks: set[asyncio.Task] = set()
         self._questions: dict[str, Question] = {}
         self._latest: dict[str, str] = {}  # sender -> their latest message id (for the typing indicator)
+        # sender -> every id their latest message named them by: a tap answers their question when
+        # it carries any of these (a WhatsApp tap may come with the BSUID alone, the question having
+        # been asked at the number).
+        self._ids_of: dict[str, tuple[str, ...]] = {}
         self._stopping: asyncio.Future | None = None
         self._strangers = 0  # messages from numbers not allowed since the last line about them
         self._stranger_logged_at = float("-inf")
@@ -167,6 +171,8 @@ class Relay:
             log.info("%s: a message from %s delivered again: answered once already", self.title, who)
             return
         counters.received += 1
+        if not isinstance(event, IdChanged):
+            self._ids_of[event.sender] = event.ids
         if isinstance(event, IdChanged):
             counters.id_changes += 1
             self._spawn(self._handled(event, self._id_changed(event)))
@@ -369,7 +375,7 @@ class Relay:
         if question is None or question.expires_at < time.time():
             await self._say(event.sender, "That question is no longer open: it was answered already, its time ran out, or tarsd restarted.")
             return
-        if question.sender != event.sender:
+        if question.sender != event.sender and not set(event.ids) & set(self._ids_of.get(question.sender, ())):
             log.warning(
                 "%s: %s tapped a button of a question asked of %s: ignored",
                 self.title,

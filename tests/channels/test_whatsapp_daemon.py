@@ -530,6 +530,30 @@ def test_a_message_with_only_a_bsuid_from_an_allowed_sender_is_answered_at_that_
     assert USERNAME_ONLY not in log and new_number not in log
 
 
+def test_a_question_asked_at_the_number_is_answered_by_a_tap_carrying_the_bsuid_alone(world):
+    """The same user, named by number and BSUID when tars asked, and by the BSUID alone when they
+    tap (Meta stopped sharing the number meanwhile): their tap, so it answers; another allowed
+    sender's tap still does not."""
+    daemon, web, hook, ollama, graph, journal = world
+    since, start = journal.mark(), time.time()
+    number = "353878888888"  # not on the list: the BSUID beside it is
+    ollama.script = [{"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": ["call mum"]}}]}, {"text": "Added."}]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(number, "add: call mum", user_id=USERNAME_ONLY)))
+    run_it = graph.wait_question(number, start)["action"]["buttons"][0]["reply"]
+    ignored = daemon.log.read_text().count("tapped a button of a question asked of")
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.button_reply(ME, run_it["id"], run_it["title"])))
+    wait_for(
+        lambda: daemon.log.read_text().count("tapped a button of a question asked of") == ignored + 1,
+        "the other sender's tap to be ignored",
+    )
+    assert not journal.calls(since, tool="add_tasks")
+    tap = meta.button_reply("", run_it["id"], run_it["title"])
+    tap["from_user_id"] = USERNAME_ONLY
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, tap))
+    assert graph.wait_texts(number, 1, start) == ["Added."]
+    assert [c["arguments"] for c in journal.calls(since, tool="add_tasks")] == [{"tasks_to_add": ["call mum"]}]
+
+
 def test_a_message_from_a_bsuid_not_allowed_is_dropped(world):
     daemon, web, hook, ollama, graph, _ = world
     before, chats_before, start = channel(daemon), len(ollama.bodies("/api/chat")), time.time()
