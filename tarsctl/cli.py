@@ -280,22 +280,30 @@ def _tools(client: Client, args) -> int:
 
 
 def _channel_line(channel) -> str:
-    """whatsapp   /channels/whatsapp: 1 allowed sender; 4 received, 4 answered, ... (the warnings say what to fix)."""
+    """whatsapp   /channels/whatsapp: 1 allowed sender; 4 received, 4 answered, ... (the warnings say what to fix).
+
+    Any channel's line, from ChannelStatus alone: where its messages come in (a webhook's path, or
+    how a channel without one gets them), then its counts; what only some messengers have (a
+    signature, a 24-hour window, id changes) is shown when it happened."""
     if channel.error and not channel.received:
         return f"{channel.name:<10} not working: see the warnings below"
     counts = [
         f"{channel.received} received",
         f"{channel.answered} answered",
         f"{channel.duplicates} delivered twice",
-        f"{channel.unknown_senders} from numbers not allowed",
-        f"{channel.bad_signatures} refused for the signature",
+        f"{channel.unknown_senders} from senders not allowed",
     ]
+    if channel.path or channel.bad_signatures:
+        counts.append(f"{channel.bad_signatures} refused for the signature")
+    if channel.id_changes:
+        counts.append(f"{channel.id_changes} id change{'s' * (channel.id_changes != 1)} waiting for you")
     sends = [f"{channel.sent} sent", f"{channel.retries} retried", f"{channel.send_failures} failed"]
     if channel.window_closed:
         sends.append(f"{channel.window_closed} outside the 24-hour window")
     waiting = f"; {channel.questions_waiting} question(s) wait for your answer" if channel.questions_waiting else ""
     allowed = f"{channel.allowed_senders} allowed sender{'' if channel.allowed_senders == 1 else 's'}"
-    return f"{channel.name:<10} {channel.path}: {allowed}; " + ", ".join(counts) + "; " + ", ".join(sends) + waiting
+    where = channel.path or channel.receives or "no webhook"
+    return f"{channel.name:<10} {where}: {allowed}; " + ", ".join(counts) + "; " + ", ".join(sends) + waiting
 
 
 def _last_restart(watcher: dict) -> str:

@@ -1,10 +1,11 @@
 """`tarsctl doctor`: one screen that checks a tars setup and says how to fix what is wrong.
 
-Each check gives ok, warn (works, but worth knowing) or problem (blocks search, memory or MCP:
-exit code 1), with the fix. A chat provider that cannot be used is a warning: the rest works without
-one. It reads the same config as tarsd (file + TARS_* variables), so run it in the shell where you
-run tarsctl; when that config names no vault (a second shell beside `tarsd --vault X`), it judges
-the vault, database and model of the tarsd that answers on the socket instead. Nothing here runs at
+Each check gives ok, warn (works, but worth knowing) or problem (blocks search, memory or MCP,
+or an enabled HTTP listener or messenger channel: exit code 1), with the fix. A chat provider
+that cannot be used is a warning: the rest works without one. It reads the same config as tarsd
+(file + TARS_* variables), so run it in the shell where you run tarsctl; when that config names
+no vault (a second shell beside `tarsd --vault X`), it judges the vault, database and model of
+the tarsd that answers on the socket instead. Nothing here runs at
 tarsctl start-up: cli.py imports it for doctor only.
 """
 
@@ -62,6 +63,7 @@ class Doctor:
             ("socket", self.socket),
             ("daemon", self.daemon),
             ("http", self.http),
+            ("channels", self.channels),
             ("service", self.service),
             ("chat", self.chat),
             ("tools", self.tools),
@@ -407,6 +409,17 @@ class Doctor:
             )
         else:
             self.add("http", "ok", f"listening on {listener.url}; `tarsctl http url` opens the page")
+
+    def channels(self) -> None:
+        """Each enabled messenger channel ([whatsapp], ...), a check line or more under its own
+        name: its settings, secret files and the messenger's answer (tarsctl/channel_doctor.py)."""
+        if self.config is None:
+            return
+        from tarsctl.channel_doctor import check_channels
+        from tarsd.config.settings import config_file_path
+
+        for name, status, summary, fix in check_channels(self.config, config_file_path(), _http_get):
+            self.add(name, status, summary, fix)
 
     def service(self) -> None:
         from tarsctl.service import ServiceError, inspect, linger_enabled, linger_hint

@@ -491,22 +491,29 @@ class HttpStatus(msgspec.Struct):
 
 
 class ChannelStatus(msgspec.Struct):
-    """A messenger channel ([whatsapp] in the config): tars in a chat app, through a webhook on the HTTP listener."""
+    """A messenger channel ([whatsapp] or another messenger's section in the config): tars in a chat
+    app. Every channel fills what it has and leaves the rest at its default: ``tarsctl status``
+    shows a line per channel from these fields alone, whatever the messenger."""
 
-    name: str = ""  # whatsapp
-    path: str = ""  # the webhook on the HTTP listener: /channels/whatsapp
+    name: str = ""  # the config section: whatsapp
+    title: str = ""  # for people: WhatsApp
+    path: str = ""  # the webhook on the HTTP listener (/channels/whatsapp); "" for a channel that does not take deliveries
+    receives: str = ""  # how a channel without a webhook gets its messages, for people: "long polling"
     error: str = ""  # why it cannot work now, and what to do; "" when it can
     allowed_senders: int = 0
     received: int = 0  # messages taken in from the allowed senders since start
     answered: int = 0
     duplicates: int = 0  # deliveries of a message already taken in (retries), not answered again
-    unknown_senders: int = 0  # messages from numbers not allowed: dropped unread
+    unknown_senders: int = 0  # messages from senders not allowed: dropped unread
     bad_signatures: int = 0  # webhook requests refused for a missing or wrong signature
     sent: int = 0  # messages sent through the messenger's API
     retries: int = 0  # sends tried again after a 429, a 5xx or a dropped connection
     send_failures: int = 0  # sends given up (the log says why, with the API's error text)
     window_closed: int = 0  # replies refused because the 24-hour window had closed
     window_closed_at: float = 0.0  # the last such refusal (unix time)
+    # The messenger said an allowed sender's id changed (WhatsApp: a new BSUID): the new id waits
+    # for the owner to add it to the allow list; the sender was told on the channel.
+    id_changes: int = 0
     last_error: str = ""
     last_error_at: float = 0.0
     questions_waiting: int = 0  # tool approvals (buttons) waiting for an answer

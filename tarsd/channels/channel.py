@@ -4,7 +4,7 @@ is typing, and say who a sender is without naming them in the log."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -12,9 +12,18 @@ from typing import Protocol
 class Inbound:
     """A message a person sent, as the messenger delivered it."""
 
-    sender: str  # the messenger's id of the person: a phone number in WhatsApp
+    # The messenger's id of the person, the one replies go to and their conversation is named by:
+    # in WhatsApp their phone number, or their BSUID when the message carries no number.
+    sender: str
     message_id: str  # the messenger's id of the message: the same on every delivery of it
     at: float  # when the person sent it (unix time), by the messenger's clock
+    # Other ids the same message names the person by (WhatsApp: the BSUID beside the number): the
+    # message is the user's when the sender or any of these is on the allow list.
+    also: tuple[str, ...] = field(default=(), kw_only=True)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return (self.sender, *self.also)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,17 @@ class OtherIn(Inbound):
 
 
 @dataclass(frozen=True, slots=True)
+class IdChanged(Inbound):
+    """The messenger says a person's id changed (WhatsApp: a new BSUID, with or without a new
+    number): ``sender`` and ``also`` are the old ids, ``new_ids`` the new ones, and
+    ``new_address`` the one of them a message to the person goes to. The new ids are never
+    allowed by this: the owner adds them to the allow list, or nobody does."""
+
+    new_ids: tuple[str, ...]
+    new_address: str
+
+
+@dataclass(frozen=True, slots=True)
 class Button:
     id: str  # sent back in ChoiceIn.choice when tapped
     title: str
@@ -58,6 +78,7 @@ class Counters:
     send_failures: int = 0
     window_closed: int = 0
     window_closed_at: float = 0.0
+    id_changes: int = 0
     last_error: str = ""
     last_error_at: float = 0.0
 
@@ -95,5 +116,5 @@ class Channel(Protocol):
         ...
 
     def who(self, sender: str) -> str:
-        """The sender as the log names them: not their number."""
+        """The sender as the log names them: not their number, nor any other id of theirs."""
         ...

@@ -5,12 +5,16 @@ Authority: a message from a sender on the channel's allow list is the user speak
 from anyone else reaches nothing (it is counted, logged under a hash, and dropped unread). Only
 the user's own button taps answer a question, and a question's buttons carry a random id bound to
 the one sender it was asked of and to the call it decides: the approval id stays here (it reaches
-neither the messenger nor the model), and a tap from any other number is ignored.
+neither the messenger nor the model), and a tap from any other number is ignored. A message
+names its sender by one id or more (WhatsApp: a phone number, a BSUID, or both): it is the user's
+when any of them is allowed. When the messenger says an allowed sender's id changed, the log and
+the sender are told, and the new id stays out until the owner adds it: no id is ever allowed here.
 
 Each sender is one conversation, ``<channel>:<sender>``, in the conversation store the CLI and the
 page use (so the same compaction and session logs); its messages are handled one after the other,
 while button taps are handled at once (a turn may be waiting for one). Commands work as in the
-REPL: /new, /remember, /search (and /sgrep, /svec, /help). Every message is answered once: the
+REPL: /new, /remember, /search (and /sgrep, /svec, /help), and /whoami: the ids the messenger
+names the sender by, to put in the allow list (a WhatsApp BSUID, say). Every message is answered once: the
 channel's webhook records each message id before answering Meta (``SeenMessages``), and a message
 recorded but never answered (tarsd stopped or was killed meanwhile) gets a note at the next start.
 """
@@ -44,7 +48,7 @@ from tarsctl.protocol import (
     ToolCallDecided,
 )
 from tarsctl.shown import shown_text
-from tarsd.channels.channel import Button, Channel, ChoiceIn, Inbound, OtherIn, SendFailed, TextIn
+from tarsd.channels.channel import Button, Channel, ChoiceIn, IdChanged, Inbound, OtherIn, SendFailed, TextIn
 from tarsd.channels.seen import ANSWERED, KEEP_SECONDS, NOTIFIED, SeenMessages
 from tarsd.serve.handlers.common import Peer
 
@@ -64,6 +68,7 @@ HELP = """Commands:
 /search QUERY: search your notes (/sgrep: keywords only, /svec: by meaning)
 /remember FACT: save a fact to Memory.md
 /new: log this conversation and start a new one
+/whoami: the ids this message came from, for allowed_senders
 /help: this list
 Anything else is a message to tars."""
 
@@ -117,6 +122,10 @@ class Relay:
         self._tasks: set[asyncio.Task] = set()
         self._questions: dict[str, Question] = {}
         self._latest: dict[str, str] = {}  # sender -> their latest message id (for the typing indicator)
+        # sender -> every id their latest message named them by: a tap answers their question when
+        # it carries any of these (a WhatsApp tap may come with the BSUID alone, the question having
+        # been asked at the number).
+        self._ids_of: dict[str, tuple[str, ...]] = {}
         self._stopping: asyncio.Future | None = None
         self._strangers = 0  # messages from numbers not allowed since the last line about them
         self._stranger_logged_at = float("-inf")
@@ -128,14 +137,18 @@ class Relay:
         webhook answers 200 only for what will not be lost."""
         who = self.channel.who(event.sender)
         counters = self.channel.counters
-        if event.sender not in self.allowed:
+        if not any(i in self.allowed for i in event.ids):
+            if isinstance(event, IdChanged):
+                # Someone not allowed has a new id: nothing of theirs was ever answered, nothing changes.
+                log.info("%s: a sender not in allowed_senders has a new id: nothing to do", self.title)
+                return
             counters.unknown_senders += 1
             self._strangers += 1
             if time.monotonic() - self._stranger_logged_at >= STRANGER_LOG_SECONDS:
                 more = f" ({self._strangers - 1} more since the last line)" if self._strangers > 1 else ""
                 self._stranger_logged_at, self._strangers = time.monotonic(), 0
                 log.warning(
-                    "%s: dropped a message from %s, a number not in allowed_senders: not read, not answered%s (at most a line a minute)",
+                    "%s: dropped a message from %s, a sender not in allowed_senders: not read, not answered%s (at most a line a minute)",
                     self.title,
                     who,
                     more,
@@ -158,6 +171,12 @@ class Relay:
             log.info("%s: a message from %s delivered again: answered once already", self.title, who)
             return
         counters.received += 1
+        if not isinstance(event, IdChanged):
+            self._ids_of[event.sender] = event.ids
+        if isinstance(event, IdChanged):
+            counters.id_changes += 1
+            self._spawn(self._handled(event, self._id_changed(event)))
+            return
         if isinstance(event, ChoiceIn):
             # At once, not behind the sender's turn: that turn may be waiting for this very tap.
             self._spawn(self._handled(event, self._choice(event)))
@@ -225,6 +244,10 @@ class Relay:
             return await self._remember(event.sender, rest)
         if name in ("/search", "/sgrep", "/svec"):
             return await self._search(event.sender, rest, {"/search": "hybrid", "/sgrep": "fts", "/svec": "vec"}[name])
+        if name == "/whoami":
+            # Only ever to an allowed sender, about themselves: the ids are theirs.
+            ids = "\n".join(f"`{i}`" for i in event.ids)
+            return await self._say(event.sender, f"This message came from:\n{ids}\n(each one can go in allowed_senders)")
         if name == "/help":
             return await self._say(event.sender, HELP)
         await self._say(event.sender, f"Unknown command {name}: /help lists them.")
@@ -266,6 +289,33 @@ class Relay:
             if latest and not any(q.sender == sender for q in self._questions.values()):
                 await self.channel.typing(sender, latest)
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+    # ---- a sender's new id ----
+
+    async def _id_changed(self, event: IdChanged) -> None:
+        """An allowed sender's id changed: said in the log (hashed), and to the sender, at the old
+        address and at the new one (the old may no longer reach them: a number change replaces
+        both ids). The new ids are not allowed: a signed delivery from the messenger says who the
+        person is, but only the owner says who may talk to tars."""
+        new = [i for i in event.new_ids if i not in self.allowed]
+        if not new:
+            log.info("%s: %s has a new id, which allowed_senders already holds", self.title, self.channel.who(event.sender))
+            return
+        log.warning(
+            "%s: %s now writes as %s (the messenger says their id changed): the new id is not allowed until you add it to [%s] "
+            "allowed_senders; the message sent to them names it",
+            self.title,
+            self.channel.who(event.sender),
+            " and ".join(self.channel.who(i) for i in new),
+            self.channel.name,
+        )
+        ids = " and ".join(f"`{i}`" for i in new)
+        text = (
+            f"{self.title} says your id changed: you now write as {ids}. tars does not answer the new id until you add it to "
+            f"[{self.channel.name}] allowed_senders in tarsd's config and restart tarsd."
+        )
+        for address in dict.fromkeys((event.sender, event.new_address)):
+            await self._say(address, text)  # a send that fails is logged by the channel; the other may still arrive
 
     # ---- questions with buttons ----
 
@@ -325,7 +375,7 @@ class Relay:
         if question is None or question.expires_at < time.time():
             await self._say(event.sender, "That question is no longer open: it was answered already, its time ran out, or tarsd restarted.")
             return
-        if question.sender != event.sender:
+        if question.sender != event.sender and not set(event.ids) & set(self._ids_of.get(question.sender, ())):
             log.warning(
                 "%s: %s tapped a button of a question asked of %s: ignored",
                 self.title,

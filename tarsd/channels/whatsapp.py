@@ -5,8 +5,8 @@ them, and replies go out through the Graph API (whatsapp_graph) in WhatsApp's fo
 
 Its three secrets are files of mode 0600 (by default beside the config file): the verify token
 (what Meta's dashboard sends back when the webhook is set up), the app secret (which signs every
-delivery) and the access token (which sends the replies). Numbers are never written to the log:
-a sender is ``#`` and a short keyed hash of their number.
+delivery) and the access token (which sends the replies). Numbers and business-scoped user ids
+(BSUIDs) are never written to the log: a sender is ``#`` and a short keyed hash of their id.
 
 A reply WhatsApp refuses because the 24-hour window has closed (more than a day since the user's
 last message: free text is allowed only within it) is said in the log and in ``tarsctl status``,
@@ -20,12 +20,10 @@ import dataclasses
 import hashlib
 import hmac
 import logging
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from tarsctl.protocol import ChannelStatus
 from tarsd.channels.channel import Button, Counters, SendFailed
@@ -33,6 +31,7 @@ from tarsd.channels.relay import Relay, ServerDispatch
 from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
 from tarsd.channels.whatsapp_graph import WINDOW_CLOSED_CODE, Graph, GraphError
+from tarsd.channels.whatsapp_setup import allowed_senders, config_problems, secret_paths
 from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, to_whatsapp
 from tarsd.channels.whatsapp_webhook import WEBHOOK_PATH, Delivery, Webhook
 from tarsd.config.settings import WhatsAppConfig
@@ -43,16 +42,6 @@ log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 1024  # an interactive message's body
 MAX_BUTTON_TITLE_CHARS = 20
-SECRET_FILES = {  # setting -> (file name beside the config file, what it is)
-    "verify_token_file": ("whatsapp_verify_token", "the verify token you type into Meta's webhook setup"),
-    "app_secret_file": ("whatsapp_app_secret", "the app secret (Meta's dashboard: App settings › Basic)"),
-    "access_token_file": ("whatsapp_access_token", "a permanent access token (a system user's, in Meta Business settings)"),
-}
-
-
-def number(text: str) -> str:
-    """A phone number as WhatsApp writes a sender: digits only ("+353 87-123 4567" -> "353871234567")."""
-    return re.sub(r"[\s+\-().]", "", text)
 
 
 class WhatsApp:
@@ -66,38 +55,16 @@ class WhatsApp:
     def __init__(self, settings: WhatsAppConfig, config_file: Path, store: Store, dispatch: ServerDispatch):
         self.settings = settings
         self.counters = Counters()
-        folder = Path(config_file).expanduser().parent
-        self.secrets: dict[str, SecretFile] = {}
-        for key, (default, what) in SECRET_FILES.items():
-            configured = getattr(settings, key)
-            path = Path(configured).expanduser() if configured else folder / default
-            hint = f"write {what} on its first line, then `chmod 600 {path}` (docs/whatsapp.md)"
-            self.secrets[key] = SecretFile(path, f"[whatsapp] {key}", hint)
-        self.allowed = {number(n) for n in settings.allowed_senders if number(n).isdigit()}
-        self.problems = self._check(settings)
+        self.secrets = {key: SecretFile(*found) for key, found in secret_paths(settings, config_file).items()}
+        # Phone numbers and BSUIDs: a message is answered when either id it carries is here.
+        self.allowed = allowed_senders(settings.allowed_senders)[0]
+        self.problems = config_problems(settings)
         self._hash_key = secrets.token_bytes(16)  # until the app secret can be read
         self.graph = Graph(settings.graph_url, settings.phone_number_id, self.secrets["access_token_file"].get, self._retried)
         self.relay = Relay(self, self.title, dispatch, SeenMessages(store), self.allowed)
         self.webhook = Webhook(
             self.secrets["verify_token_file"], self.secrets["app_secret_file"], settings.phone_number_id, self._take, self.counters
         )
-
-    @staticmethod
-    def _check(settings: WhatsAppConfig) -> list[str]:
-        problems = []
-        if not settings.phone_number_id.strip().isdigit():
-            problems.append(
-                "[whatsapp] phone_number_id is not set (or not a number): Meta's app dashboard shows it under WhatsApp › API Setup"
-            )
-        if not settings.allowed_senders:
-            problems.append("[whatsapp] allowed_senders is empty: nobody can talk to tars; put your own number there")
-        odd = [n for n in settings.allowed_senders if not number(n).isdigit()]
-        if odd:
-            problems.append(f"[whatsapp] allowed_senders has {len(odd)} entr{'y' if len(odd) == 1 else 'ies'} that are not phone numbers")
-        url = urlsplit(settings.graph_url)
-        if url.scheme not in ("http", "https") or not url.netloc:
-            problems.append(f"[whatsapp] graph_url {settings.graph_url!r} is not an http(s) address")
-        return problems
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -200,8 +167,8 @@ class WhatsApp:
         self.counters.retries += 1
 
     def who(self, sender: str) -> str:
-        """``#`` and 8 hex digits of an HMAC of the number keyed with the app secret: the same for
-        the same number in every line, and no way back to the number without the secret."""
+        """``#`` and 8 hex digits of an HMAC of the id (a number or a BSUID) keyed with the app
+        secret: the same for the same id in every line, and no way back to it without the secret."""
         with contextlib.suppress(SecretFileError):
             self._hash_key = self.secrets["app_secret_file"].get().encode()
         return "#" + hmac.new(self._hash_key, sender.encode(), hashlib.sha256).hexdigest()[:8]
@@ -212,6 +179,7 @@ class WhatsApp:
         problems = list(self.problems) + [p for p in (secret.problem() for secret in self.secrets.values()) if p]
         return ChannelStatus(
             name=self.name,
+            title=self.title,
             path=WEBHOOK_PATH,
             error="; ".join(problems),
             allowed_senders=len(self.allowed),

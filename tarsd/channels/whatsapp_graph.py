@@ -1,6 +1,7 @@
 """Meta's Graph API, as the WhatsApp channel uses it: ``POST /{phone-number-id}/messages`` to send
 a text, a question with reply buttons, or a read mark with a typing indicator; over httpx, with
-the access token from its private file.
+the access token from its private file. A message goes to a phone number (``to``) or, for a user
+known only by their business-scoped user id, to that BSUID (``recipient``).
 
 A send that meets a 429, a 5xx, one of Meta's throttling codes or a dropped connection is tried
 again after a back-off (0.5 s doubling, or the server's Retry-After), up to MAX_ATTEMPTS times;
@@ -16,6 +17,8 @@ import logging
 from collections.abc import Callable
 
 import httpx
+
+from tarsd.channels.whatsapp_setup import is_bsuid
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +114,7 @@ class Graph:
             {
                 "messaging_product": "whatsapp",
                 "recipient_type": "individual",
-                "to": to,
+                **_addressed(to),
                 "type": "text",
                 "text": {"preview_url": False, "body": body},
             }
@@ -123,7 +126,7 @@ class Graph:
             {
                 "messaging_product": "whatsapp",
                 "recipient_type": "individual",
-                "to": to,
+                **_addressed(to),
                 "type": "interactive",
                 "interactive": {
                     "type": "button",
@@ -161,6 +164,12 @@ class Graph:
             await asyncio.sleep(wait)
             delay = min(MAX_DELAY_SECONDS, delay * 2)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _addressed(to: str) -> dict[str, str]:
+    """Where a message goes, as Meta's Messages API wants it: a phone number in ``to``, a BSUID in
+    ``recipient`` (a BSUID in ``to`` would be read as a number: docs/whatsapp.md)."""
+    return {"recipient": to} if is_bsuid(to) else {"to": to}
 
 
 def _retry_after(response: httpx.Response, fallback: float) -> float:

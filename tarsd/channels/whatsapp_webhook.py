@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tarsd.channels.channel import ChoiceIn, Counters, Inbound, OtherIn, TextIn
+from tarsd.channels.channel import ChoiceIn, Counters, IdChanged, Inbound, OtherIn, TextIn
 from tarsd.channels.secrets import SecretFile
 from tarsd.tools.secret_files import SecretFileError
 
@@ -45,6 +45,7 @@ SIGNATURE_HEADER_NAME = "x-hub-signature-256"
 SIGNATURE_PREFIX = "sha256="
 # Message types answered with a polite "text only" (the rest of what WhatsApp can send).
 QUIET_KINDS = frozenset({"reaction"})  # a reaction is not a message to answer
+ID_CHANGES = frozenset({"user_changed_user_id", "user_changed_number"})  # system messages: a user's ids changed
 
 
 def signature(secret: bytes, body: bytes) -> str:
@@ -117,7 +118,13 @@ def parse(payload: Any, phone_number_id: str) -> Delivery:
             for status in _items(value.get("statuses")):
                 if isinstance(status, dict):
                     found.statuses.append(
-                        StatusNote(_text(status.get("id")), _text(status.get("status")), _text(status.get("recipient_id")), _errors(status))
+                        StatusNote(
+                            _text(status.get("id")),
+                            _text(status.get("status")),
+                            # A send to a BSUID is reported with recipient_user_id alone.
+                            _text(status.get("recipient_id")) or _text(status.get("recipient_user_id")),
+                            _errors(status),
+                        )
                     )
             for code, text in _errors(value):
                 found.problems.append(f"WhatsApp reports an error: ({code}) {text}")
@@ -137,30 +144,61 @@ def _errors(holder: dict) -> list[tuple[int | None, str]]:
 
 
 def _message(message: Any) -> Inbound | str:
-    """A message as the relay takes it, or why it cannot be read."""
+    """A message as the relay takes it, or why it cannot be read.
+
+    Its sender is named by ``from`` (their phone number: absent for a user with a WhatsApp
+    username whose number Meta does not share) and ``from_user_id`` (their BSUID, in every message
+    since April 2026). Replies go to the number when there is one, as Meta recommends, else to the
+    BSUID; the message is the user's when either is allowed."""
     if not isinstance(message, dict):
         return "a message that is not an object"
-    sender, message_id, kind = _text(message.get("from")), _text(message.get("id")), _text(message.get("type"))
+    phone, bsuid = _text(message.get("from")), _text(message.get("from_user_id"))
+    message_id, kind = _text(message.get("id")), _text(message.get("type"))
+    sender, also = phone or bsuid, (bsuid,) if phone and bsuid and bsuid != phone else ()
+    if kind == "system":
+        return _system(message, message_id, (phone, bsuid))
     if not sender or not message_id:
         return f"a {kind or 'message'} without its sender or id"
-    try:
-        at = float(_text(message.get("timestamp")) or "nan")
-    except ValueError:
-        at = float("nan")
-    if at != at:  # no usable timestamp: now
-        at = time.time()
+    at = _sent_at(message)
     if kind == "text":
         body = message.get("text")
         text = _text(body.get("body")) if isinstance(body, dict) else ""
-        return TextIn(sender, message_id, at, text) if text.strip() else OtherIn(sender, message_id, at, "empty text")
+        if not text.strip():
+            return OtherIn(sender, message_id, at, "empty text", also=also)
+        return TextIn(sender, message_id, at, text, also=also)
     if kind == "interactive":
         interactive = message.get("interactive")
         if isinstance(interactive, dict):
             reply = interactive.get(_text(interactive.get("type")))  # button_reply or list_reply
             if isinstance(reply, dict) and _text(reply.get("id")):
-                return ChoiceIn(sender, message_id, at, _text(reply.get("id")))
-        return OtherIn(sender, message_id, at, "interactive")
-    return OtherIn(sender, message_id, at, kind or "unknown", quiet=kind in QUIET_KINDS)
+                return ChoiceIn(sender, message_id, at, _text(reply.get("id")), also=also)
+        return OtherIn(sender, message_id, at, "interactive", also=also)
+    return OtherIn(sender, message_id, at, kind or "unknown", quiet=kind in QUIET_KINDS, also=also)
+
+
+def _sent_at(message: dict) -> float:
+    try:
+        at = float(_text(message.get("timestamp")) or "nan")
+    except ValueError:
+        at = float("nan")
+    return time.time() if at != at else at  # no usable timestamp: now
+
+
+def _system(message: dict, message_id: str, sent_by: tuple[str, str]) -> Inbound | str:
+    """A system message (Meta's system messages webhook reference, docs/whatsapp.md): a user's id
+    changed. ``user_changed_user_id``: a new BSUID (``system.user_id``; the old one in
+    ``system.previous_user_id``), no number; ``user_changed_number``: a new number
+    (``system.wa_id``) and with it a new BSUID. The old ids are also the message's ``from`` and
+    ``from_user_id`` when it carries them. Any other system message is not tars's business."""
+    system = message.get("system")
+    change = _text(system.get("type")) if isinstance(system, dict) else ""
+    if not isinstance(system, dict) or change not in ID_CHANGES:
+        return OtherIn(sent_by[0] or sent_by[1] or "unknown", message_id or "system", _sent_at(message), "system", quiet=True)
+    new = tuple(dict.fromkeys(i for i in (_text(system.get("wa_id")), _text(system.get("user_id"))) if i))
+    old = tuple(dict.fromkeys(i for i in (*sent_by, _text(system.get("previous_user_id"))) if i))
+    if not message_id or not old or not new:
+        return f"a {change} system message without its old ids, its new ones, or its id"
+    return IdChanged(old[0], message_id, _sent_at(message), new, new[0], also=old[1:])
 
 
 class Webhook:

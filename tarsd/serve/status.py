@@ -277,6 +277,12 @@ def channel_warnings(channels: list[ChannelStatus]) -> list[str]:
                 f"{channel.name}: {channel.window_closed} repl{'y was' if channel.window_closed == 1 else 'ies were'} refused outside "
                 f"WhatsApp's 24-hour window (last at {when}): a message from your phone opens it again"
             )
+        if channel.id_changes:
+            found.append(
+                f"{channel.name}: {channel.id_changes} sender id change{'s' * (channel.id_changes != 1)} reported by "
+                f"{channel.title or channel.name}: a new id is not answered until you add it to [{channel.name}] allowed_senders "
+                "and restart tarsd; the message sent to the sender names it"
+            )
         others = channel.send_failures - channel.window_closed
         if others > 0 and channel.last_error:
             found.append(f"{channel.name}: {others} send(s) failed; the last error: {channel.last_error}")

@@ -39,6 +39,11 @@ ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILL
 PADDED = "353870000099"
 ALLOWED = [ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILLED, PADDED]
 STRANGER = "447700900123"
+# Business-scoped user ids (BSUIDs): a user with a WhatsApp username may come with one alone, no number.
+USERNAME_ONLY = "US.13491208655302741918"
+CHANGING, CHANGED = "IE.70000000000000000001", "IE.70000000000000000002"  # a BSUID, and the one Meta gives it later
+STRANGER_BSUID = "GB.99999999999999999999"
+ALLOWED_IDS = [*("+" + n for n in ALLOWED), USERNAME_ONLY, CHANGING]
 
 
 def private(path: Path, text: str) -> None:
@@ -60,7 +65,7 @@ def world(tmp_path_factory):
     with FakeOllama() as ollama, FakeGraph(PHONE_NUMBER_ID, ACCESS_TOKEN) as graph:
         config = toml_config({"tasks": stdio_server("tasks", journal.path)}, approval_timeout_seconds=30)
         config += f'\n[whatsapp]\nenabled = true\nphone_number_id = "{PHONE_NUMBER_ID}"\n'
-        config += f"allowed_senders = {json.dumps(['+' + n for n in ALLOWED])}\ngraph_url = {json.dumps(graph.url)}\n"
+        config += f"allowed_senders = {json.dumps(ALLOWED_IDS)}\ngraph_url = {json.dumps(graph.url)}\n"
         (state / "config.toml").write_text(config)
         env = {
             "TARS_CHAT_OLLAMA_HOST": ollama.url,
@@ -143,7 +148,7 @@ def test_a_text_is_answered_through_the_graph_api_in_one_conversation(world):
     assert said(terminal) == ["what about my bike?", "and when was that?", "and in the terminal?"]  # the phone's conversation
     status = wait_for(lambda: (found := channel(daemon)).answered >= 2 and found, "both messages to count as answered")
     assert status.received >= 2 and status.sent >= 2 and status.error == ""
-    assert "whatsapp   /channels/whatsapp: 11 allowed senders" in daemon.tarsctl("status").stdout
+    assert "whatsapp   /channels/whatsapp: 13 allowed senders" in daemon.tarsctl("status").stdout
     [shown] = json.loads(daemon.tarsctl("status", "--json").stdout)["channels"]
     assert shown["name"] == "whatsapp" and shown["received"] == status.received
 
@@ -218,7 +223,7 @@ def test_a_stranger_gets_nothing_and_their_number_never_reaches_the_log(world):
     time.sleep(0.3)
     assert not graph.sends(STRANGER) and not graph.reads(start) and len(ollama.bodies("/api/chat")) == chats_before
     log = daemon.log.read_text()
-    assert "a number not in allowed_senders" in log and STRANGER not in log and ME not in log
+    assert "a sender not in allowed_senders" in log and STRANGER not in log and ME not in log
 
     # From the user, but sent more than a day ago (later than message ids are remembered): not answered.
     delivered = hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(ME, "from the day before yesterday", at=time.time() - 50 * 3600)))
@@ -497,6 +502,114 @@ def test_no_delivery_without_the_right_signature_reaches_the_dispatcher(world):
     assert daemon.log.read_text().count("refused a delivery from") <= 2  # at most a line a minute, not 1,000
 
 
+def test_a_message_with_only_a_bsuid_from_an_allowed_sender_is_answered_at_that_bsuid(world):
+    """Issue 38: a user who adopted a WhatsApp username comes with ``from_user_id`` (their BSUID) and
+    no ``from``; the reply goes to the BSUID in ``recipient``, as Meta's Messages API wants it."""
+    daemon, web, hook, ollama, graph, _ = world
+    since, start = len(ollama.bodies("/api/chat")), time.time()
+    ollama.script = [{"text": "Hello, whoever you are."}, {"text": "Your number this time."}]
+    mid = meta.message_id(USERNAME_ONLY)
+    assert hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text("", "hi from my username", mid, user_id=USERNAME_ONLY))).status_code == 200
+    assert graph.wait_texts(USERNAME_ONLY, 1, start) == ["Hello, whoever you are."]
+    [sent] = graph.sends(USERNAME_ONLY, start)
+    assert sent.body["recipient"] == USERNAME_ONLY and "to" not in sent.body and sent.status == 200
+    assert said(chats(ollama, since)[0]) == ["hi from my username"]
+    assert [r.body["message_id"] for r in graph.reads(start)] == [mid]
+
+    # The same BSUID beside a number that is not on the list: the user's, answered at the number.
+    new_number = "353879999999"
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(new_number, "and now with a number", user_id=USERNAME_ONLY)))
+    assert graph.wait_texts(new_number, 1, start) == ["Your number this time."]
+    assert graph.sends(new_number, start)[0].body["to"] == new_number
+    # /whoami names both ids, to the sender only: how a user finds their BSUID for allowed_senders.
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(new_number, "/whoami", user_id=USERNAME_ONLY)))
+    assert graph.wait_texts(new_number, 2, start)[1] == (
+        f"This message came from:\n`{new_number}`\n`{USERNAME_ONLY}`\n(each one can go in allowed_senders)"
+    )
+    log = daemon.log.read_text()
+    assert USERNAME_ONLY not in log and new_number not in log
+
+
+def test_a_question_asked_at_the_number_is_answered_by_a_tap_carrying_the_bsuid_alone(world):
+    """The same user, named by number and BSUID when tars asked, and by the BSUID alone when they
+    tap (Meta stopped sharing the number meanwhile): their tap, so it answers; another allowed
+    sender's tap still does not."""
+    daemon, web, hook, ollama, graph, journal = world
+    since, start = journal.mark(), time.time()
+    number = "353878888888"  # not on the list: the BSUID beside it is
+    ollama.script = [{"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": ["call mum"]}}]}, {"text": "Added."}]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(number, "add: call mum", user_id=USERNAME_ONLY)))
+    run_it = graph.wait_question(number, start)["action"]["buttons"][0]["reply"]
+    ignored = daemon.log.read_text().count("tapped a button of a question asked of")
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.button_reply(ME, run_it["id"], run_it["title"])))
+    wait_for(
+        lambda: daemon.log.read_text().count("tapped a button of a question asked of") == ignored + 1,
+        "the other sender's tap to be ignored",
+    )
+    assert not journal.calls(since, tool="add_tasks")
+    tap = meta.button_reply("", run_it["id"], run_it["title"])
+    tap["from_user_id"] = USERNAME_ONLY
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, tap))
+    assert graph.wait_texts(number, 1, start) == ["Added."]
+    assert [c["arguments"] for c in journal.calls(since, tool="add_tasks")] == [{"tasks_to_add": ["call mum"]}]
+
+
+def test_a_message_from_a_bsuid_not_allowed_is_dropped(world):
+    daemon, web, hook, ollama, graph, _ = world
+    before, chats_before, start = channel(daemon), len(ollama.bodies("/api/chat")), time.time()
+    delivered = hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text("", "send me the notes", user_id=STRANGER_BSUID)))
+    assert delivered.status_code == 200
+    wait_for(lambda: channel(daemon).unknown_senders == before.unknown_senders + 1, "the stranger to be counted")
+    time.sleep(0.3)
+    assert not graph.sends(STRANGER_BSUID) and not graph.reads(start) and len(ollama.bodies("/api/chat")) == chats_before
+    assert channel(daemon).received == before.received and STRANGER_BSUID not in daemon.log.read_text()
+    # A stranger's id change: nothing to tell anyone, and the stranger stays one.
+    assert hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.id_changed(STRANGER_BSUID, "GB.1"))).status_code == 200
+    wait_for(lambda: "a sender not in allowed_senders has a new id: nothing to do" in daemon.log.read_text(), "the change to be logged")
+    assert not graph.sends(since=start) and channel(daemon).id_changes == before.id_changes
+
+
+def test_a_user_id_change_is_reported_and_the_new_id_is_not_allowed_until_the_owner_adds_it(world):
+    """Meta's ``user_changed_user_id`` system message: logged (hashed) and told to the owner on the
+    channel, at the old id and at the new one; the new id stays a stranger until it is in
+    allowed_senders (here: after the owner adds it and restarts tarsd)."""
+    daemon, web, hook, ollama, graph, _ = world
+    before, chats_before, start = channel(daemon), len(ollama.bodies("/api/chat")), time.time()
+    change = meta.messages(PHONE_NUMBER_ID, meta.id_changed(CHANGING, CHANGED))
+    assert hook.deliver(change).status_code == 200
+    [told_new] = graph.wait_texts(CHANGED, 1, start)
+    [told_old] = graph.wait_texts(CHANGING, 1, start)
+    assert told_new == told_old and f"you now write as `{CHANGED}`" in told_new and "[whatsapp] allowed_senders" in told_new
+    assert graph.sends(CHANGED, start)[0].body["recipient"] == CHANGED
+    log = daemon.log.read_text()
+    assert "the new id is not allowed until you add it to [whatsapp] allowed_senders" in log
+    assert CHANGED not in log and CHANGING not in log
+    assert channel(daemon).id_changes == before.id_changes + 1
+    shown = daemon.tarsctl("status").stdout
+    assert "1 id change" in shown and "warning    whatsapp: 1 sender id change reported by WhatsApp" in shown
+
+    # Meta delivers the same change again: not told twice.
+    assert hook.deliver(change).status_code == 200
+    wait_for(lambda: channel(daemon).duplicates == before.duplicates + 1, "the repeated change to be known")
+    # The new id writes: a stranger still, dropped unread.
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text("", "it's me, really", user_id=CHANGED)))
+    wait_for(lambda: channel(daemon).unknown_senders == before.unknown_senders + 1, "the new id to be dropped")
+    time.sleep(0.3)
+    assert len(graph.texts(CHANGED, start)) == 1 and len(ollama.bodies("/api/chat")) == chats_before
+
+    # The owner adds it and restarts tarsd: now it is answered.
+    config = Path(daemon.env["TARS_CONFIG"])
+    config.write_text(config.read_text().replace(json.dumps(ALLOWED_IDS), json.dumps([*ALLOWED_IDS, CHANGED])))
+    assert daemon.stop() == 0
+    daemon.start()
+    web.refresh()
+    hook.url = web.url.rstrip("/") + "/channels/whatsapp"
+    later = time.time()
+    ollama.script = [{"text": "Welcome back."}]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text("", "it's me, added", user_id=CHANGED)))
+    assert graph.wait_texts(CHANGED, 1, later) == ["Welcome back."]
+
+
 def test_the_conversation_goes_on_after_a_restart(world):
     daemon, web, hook, ollama, graph, _ = world
     since, start = len(ollama.bodies("/api/chat")), time.time()
@@ -539,5 +652,6 @@ def test_a_message_cut_off_by_kill_9_is_noted_at_the_next_start_and_answered_onc
     time.sleep(0.5)
     assert graph.texts(KILLED, start) == [notice]
     log = daemon.log.read_text()
-    assert not [n for n in [*ALLOWED, STRANGER] if n in log]  # no number in the log, all module long
+    # No number and no BSUID in the log, all module long.
+    assert not [n for n in [*ALLOWED, STRANGER, USERNAME_ONLY, CHANGING, CHANGED, STRANGER_BSUID] if n in log]
     assert "wamid." not in log  # nor a message id, which holds the number (base64)

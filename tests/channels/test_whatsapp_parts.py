@@ -15,11 +15,12 @@ import httpx
 
 from harness import meta
 from harness.fake_graph import FakeGraph
-from tarsd.channels.channel import ChoiceIn, Counters, OtherIn, TextIn
+from tarsd.channels.channel import ChoiceIn, Counters, IdChanged, OtherIn, TextIn
 from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
-from tarsd.channels.whatsapp import WhatsApp, number
+from tarsd.channels.whatsapp import WhatsApp
 from tarsd.channels.whatsapp_graph import MAX_ATTEMPTS, Graph, GraphError
+from tarsd.channels.whatsapp_setup import number
 from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, to_whatsapp
 from tarsd.channels.whatsapp_webhook import Webhook, parse, signature, signature_ok
 from tarsd.config.settings import load_config
@@ -149,6 +150,85 @@ def test_the_signature_is_meta_hmac_sha256_of_the_raw_body():
 
 def test_a_number_is_read_as_whatsapp_writes_it():
     assert number("+353 87-123 4567") == "353871234567" and number("(353) 87.1234567") == "353871234567"
+
+
+def test_a_sender_is_named_by_number_bsuid_or_both_and_an_id_change_is_read():
+    """Meta's webhooks since April 2026 (docs/whatsapp.md): ``from`` is the number (absent for a user
+    with a username whose number is not shared), ``from_user_id`` the BSUID; a system message
+    ``user_changed_user_id`` gives the old BSUID and the new one."""
+    bsuid, other = "US.13491208655302741918", "US.23491208655302741919"
+    found = parse(
+        meta.messages(
+            PNID,
+            meta.text("", "no number", user_id=bsuid),
+            meta.text("353870000001", "both", user_id=bsuid),
+            meta.text("353870000002", "number only"),
+            meta.id_changed(bsuid, other),
+            meta.id_changed(bsuid, other, phone="353870000001", new_phone="353870000009"),
+        ),
+        PNID,
+    )
+    assert not found.problems, found.problems
+    only, both, number_only, changed, moved = found.events
+    assert isinstance(only, TextIn) and only.sender == bsuid and only.ids == (bsuid,)
+    assert both.sender == "353870000001" and both.ids == ("353870000001", bsuid)  # replies go to the number
+    assert number_only.ids == ("353870000002",)
+    assert isinstance(changed, IdChanged) and changed.ids == (bsuid,) and changed.new_ids == (other,) and changed.new_address == other
+    assert isinstance(moved, IdChanged) and moved.ids == ("353870000001", bsuid) and moved.new_address == "353870000009"
+    assert moved.new_ids == ("353870000009", other)
+    # Another kind of system message is nothing to answer; one without its ids is a problem, not a crash.
+    odd = parse(
+        meta.messages(
+            PNID,
+            {"id": "wamid.x", "timestamp": "1", "type": "system", "system": {"type": "customer_identity_changed", "body": "x"}},
+            {"id": "wamid.y", "timestamp": "1", "type": "system", "system": {"type": "user_changed_user_id", "body": "x"}},
+        ),
+        PNID,
+    )
+    assert [e.kind for e in odd.events] == ["system"] and odd.events[0].quiet
+    assert odd.problems == ["a user_changed_user_id system message without its old ids, its new ones, or its id"]
+    # A message sent to a BSUID is reported with recipient_user_id alone.
+    failed = {"id": "wamid.z", "status": "failed", "timestamp": "1", "recipient_user_id": bsuid, "errors": [{"code": 131047, "title": "x"}]}
+    [note] = parse(meta.envelope(PNID, {"statuses": [failed]}), PNID).statuses
+    assert note.recipient == bsuid and note.errors == [(131047, "x")]
+
+
+def test_allowed_senders_are_phone_numbers_or_bsuids_and_a_bad_entry_is_named_by_its_place(tmp_path):
+    config = tmp_path / "config.toml"
+    config.touch()
+    entries = "+353 87 000 0001, US.13491208655302741918, US.ENT.11815799212886844830, 12ab, us.1234, 123"
+    settings = load_config(config, env={"TARS_WHATSAPP_ENABLED": "true", "TARS_WHATSAPP_ALLOWED_SENDERS": entries}).whatsapp
+    store = Store(tmp_path / "index.sqlite3")
+    try:
+        channel = WhatsApp(settings, config, store, lambda *_: None)
+        assert channel.allowed == {"353870000001", "US.13491208655302741918"}
+        problems = channel.status().error
+        assert "allowed_senders entry 3 is a parent BSUID (with .ENT.)" in problems
+        for place in (4, 5, 6):
+            assert f"allowed_senders entry {place} is neither a phone number with country code" in problems
+        # The entries themselves never reach status or the log: they are numbers and ids.
+        assert "12ab" not in problems and "us.1234" not in problems and "11815799212886844830" not in problems
+    finally:
+        store.close()
+
+
+def test_a_reply_goes_to_a_number_in_to_and_to_a_bsuid_in_recipient():
+    with FakeGraph("42", "token") as fake:
+
+        async def send(to: str) -> None:
+            graph = Graph(fake.url, "42", lambda: "token")
+            try:
+                await graph.send_text(to, "hi")
+                await graph.send_buttons(to, "yes?", [("a", "Yes")])
+            finally:
+                await graph.aclose()
+
+        asyncio.run(send("353870000001"))
+        asyncio.run(send("US.13491208655302741918"))
+        by_number, by_number_too, by_bsuid, by_bsuid_too = (s.body for s in fake.sends())
+        assert by_number["to"] == by_number_too["to"] == "353870000001" and "recipient" not in by_number
+        assert by_bsuid["recipient"] == by_bsuid_too["recipient"] == "US.13491208655302741918" and "to" not in by_bsuid
+        assert all(s.status == 200 for s in fake.sends())
 
 
 def test_the_graph_api_is_tried_again_only_when_trying_again_can_help():

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.daemon import wait_for
+from harness.fake_graph import FakeGraph
 from harness.fake_llm import FakeAnthropic, FakeOllama
 from harness.paths import REPO
 from harness.user_env import closed_port_url, isolated_env
@@ -326,3 +327,67 @@ def test_a_broken_config_file(tmp_path: Path, model_dir: Path):
     assert code == 1
     assert status(checks, "config") == "problem" and str(config) in text(checks, "config")
     assert status(checks, "vault") == "problem" and "config could not be read" in text(checks, "vault")
+
+
+def test_an_enabled_whatsapp_channel_is_checked_down_to_the_graph_api(tmp_path: Path, vault: Path, model_dir: Path):
+    """Issue 38: doctor checks each enabled channel's setup and says what to fix: the listener it
+    needs, the settings (an allowed sender that is neither a number nor a BSUID, named by its
+    place), the secret files and their modes, and the phone number id as the Graph API answers it
+    (a GET of {graph_url}/{phone_number_id} with the token, against the fake Graph API)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    config = state / "config.toml"
+
+    def configure(pnid: str = "123456789", senders: list[str] | None = None, http: bool = True, graph_url: str = "") -> None:
+        senders = ["+353 87 123 4567", "US.13491208655302741918"] if senders is None else senders
+        config.write_text(
+            f"[http]\nenabled = {json.dumps(http)}\n\n[whatsapp]\nenabled = true\n"
+            f"phone_number_id = {json.dumps(pnid)}\nallowed_senders = {json.dumps(senders)}\ngraph_url = {json.dumps(graph_url)}\n"
+        )
+
+    def secret(name: str, value: str, mode: int = 0o600) -> None:
+        (state / name).write_text(value + "\n")
+        (state / name).chmod(mode)
+
+    env = isolated_env(tmp_path, TARS_CONFIG=str(config), TARS_VAULT=str(vault), TARS_MODEL_DIR=str(model_dir))
+    with FakeGraph("123456789", "EAAGright") as graph:
+        configure(senders=["+353 87 123 4567", "353-87-nope"], graph_url=graph.url)
+        code, checks, _ = doctor(env)
+        assert code == 1 and status(checks, "whatsapp") == "problem"
+        found = text(checks, "whatsapp")
+        for name in ("whatsapp_verify_token", "whatsapp_app_secret", "whatsapp_access_token"):
+            assert f"{state / name} does not exist" in found
+        assert "allowed_senders entry 2 is neither a phone number" in found and "nope" not in found
+        assert not graph.requests  # no token: nothing to ask
+
+        secret("whatsapp_verify_token", "verify")
+        secret("whatsapp_app_secret", "app-secret", 0o644)
+        secret("whatsapp_access_token", "EAAGwrong")
+        configure(graph_url=graph.url)
+        _, checks, _ = doctor(env)
+        found = text(checks, "whatsapp")
+        assert "can be read by others" in found and f"chmod 600 {state / 'whatsapp_app_secret'}" in found
+        assert f"the Graph API refused the access token in {state / 'whatsapp_access_token'}" in found
+        assert "Invalid OAuth access token" in found
+
+        (state / "whatsapp_app_secret").chmod(0o600)
+        secret("whatsapp_access_token", "EAAGright")
+        configure(pnid="987654321", graph_url=graph.url)
+        _, checks, _ = doctor(env)
+        assert status(checks, "whatsapp") == "problem"
+        assert "does not know phone number id 987654321" in text(checks, "whatsapp") and "WhatsApp › API Setup" in text(checks, "whatsapp")
+
+        configure(graph_url=graph.url)
+        _, checks, _ = doctor(env)
+        assert [c["status"] for c in checks["whatsapp"]] == ["ok"], checks["whatsapp"]
+        assert "the Graph API knows phone number id 123456789: 15550783881 (Test Number); 2 allowed senders" in text(checks, "whatsapp")
+        asked = graph.requests[-1]
+        assert asked.path == "/v21.0/123456789" and asked.headers["authorization"] == "Bearer EAAGright" and asked.status == 200
+
+        configure(http=False, graph_url=graph.url)
+        _, checks, _ = doctor(env)
+        assert status(checks, "whatsapp") == "problem" and "set [http] enabled = true" in text(checks, "whatsapp")
+
+    configure(graph_url=closed_port_url() + "/v21.0")
+    _, checks, _ = doctor(env)
+    assert status(checks, "whatsapp") == "problem" and "the Graph API cannot be reached" in text(checks, "whatsapp")

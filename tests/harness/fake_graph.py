@@ -1,6 +1,10 @@
 """A fake of Meta's Graph API on 127.0.0.1, for the WhatsApp channel: ``POST
 /{version}/{phone-number-id}/messages`` in Meta's wire format, answering as the Cloud API does
-and recording every request (path, headers, body, when).
+and recording every request (path, headers, body, when); and ``GET /{version}/{phone-number-id}``,
+the business number's own node (what ``tarsctl doctor`` asks).
+
+A message goes to a phone number in ``to`` or to a business-scoped user id in ``recipient`` (Meta:
+``to`` wins when both are given); a BSUID in ``to`` is refused, as Meta cannot read it as a number.
 
 It checks what the real API checks that tars could get wrong: the bearer token (else 401 with
 code 190), the phone number id in the path, ``messaging_product``, a text body of at most 4,096
@@ -62,6 +66,17 @@ class FakeGraph:
             def log_message(self, *args):
                 pass
 
+            def do_GET(self):
+                status, payload, _ = graph.node(self.path, self.headers)
+                with graph.lock:
+                    graph.requests.append(Sent(self.path, {k.lower(): v for k, v in self.headers.items()}, {}, time.time(), status))
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 try:
@@ -101,6 +116,30 @@ class FakeGraph:
             error["error_data"] = {"messaging_product": "whatsapp", "details": details}
         return status, {"error": error}, {}
 
+    def node(self, path: str, headers) -> tuple[int, dict, dict]:
+        """``GET /{version}/{phone-number-id}``: the business number, as the Cloud API describes it."""
+        if headers.get("Authorization") != f"Bearer {self.token}":
+            return self.error(401, 190, "Invalid OAuth access token - Cannot parse access token")
+        asked = path.split("?")[0].rstrip("/").split("/")[-1]
+        if path.split("?")[0] != f"/{VERSION}/{self.phone_number_id}":
+            return self.error(
+                400,
+                100,
+                f"Unsupported get request. Object with ID '{asked}' does not exist, cannot be loaded due to missing permissions, "
+                "or does not support this operation.",
+                kind="GraphMethodException",
+            )
+        return (
+            200,
+            {
+                "verified_name": "Test Number",
+                "display_phone_number": "15550783881",
+                "id": self.phone_number_id,
+                "quality_rating": "GREEN",
+            },
+            {},
+        )
+
     def answer(self, path: str, headers, body: dict) -> tuple[int, dict, dict]:
         if headers.get("Authorization") != f"Bearer {self.token}":
             return self.error(401, 190, "Invalid OAuth access token - Cannot parse access token")
@@ -126,11 +165,12 @@ class FakeGraph:
                     answer[2]["Retry-After"] = str(scripted["retry_after"])
                 return answer
         to = body.get("to", "")
+        contact = {"input": to, "wa_id": to} if to else {"input": body["recipient"], "user_id": body["recipient"]}
         return (
             200,
             {
                 "messaging_product": "whatsapp",
-                "contacts": [{"input": to, "wa_id": to}],
+                "contacts": [contact],
                 "messages": [{"id": f"wamid.fake{next(self._ids)}"}],
             },
             {},
@@ -140,8 +180,10 @@ class FakeGraph:
     def refused(body: dict) -> str:
         """What the real API would refuse in a send, in its words; "" when nothing."""
         kind = body.get("type")
-        if not body.get("to"):
+        if not body.get("to") and not body.get("recipient"):
             return "The parameter to is required."
+        if body.get("to") and "." in body["to"]:
+            return "Param to must be a phone number: send to a business-scoped user ID in recipient."
         if kind == "text":
             text = (body.get("text") or {}).get("body", "")
             if not text:
@@ -175,7 +217,7 @@ class FakeGraph:
     def sends(self, to: str | None = None, since: float = 0.0) -> list[Sent]:
         """Texts and interactive messages (not read marks) tars sent (to ``to``), answered or not."""
         with self.lock:
-            return [s for s in self.requests if "type" in s.body and s.at >= since and (to is None or s.body.get("to") == to)]
+            return [s for s in self.requests if "type" in s.body and s.at >= since and (to is None or _to(s.body) == to)]
 
     def texts(self, to: str, since: float = 0.0) -> list[str]:
         """The bodies of the text messages Meta accepted for ``to``, in order."""
@@ -194,3 +236,8 @@ class FakeGraph:
 
     def wait_question(self, to: str, since: float = 0.0) -> dict:
         return wait_for(lambda: self.questions(to, since) and self.questions(to, since)[-1], f"a question sent to {to}")
+
+
+def _to(body: dict) -> str:
+    """Whom a send is for: ``to`` when given (Meta: it wins), else ``recipient``."""
+    return body.get("to") or body.get("recipient", "")

@@ -35,11 +35,21 @@ def envelope(phone_number_id: str, value: dict) -> dict:
     return {"object": "whatsapp_business_account", "entry": [{"id": WABA_ID, "changes": [{"value": value, "field": "messages"}]}]}
 
 
-def inbound(sender: str, kind: str, content: dict, mid: str | None = None, at: float | None = None, context: dict | None = None) -> dict:
-    """One message a user sent, as the ``messages`` array holds it."""
+def inbound(
+    sender: str,
+    kind: str,
+    content: dict,
+    mid: str | None = None,
+    at: float | None = None,
+    context: dict | None = None,
+    user_id: str | None = None,
+) -> dict:
+    """One message a user sent, as the ``messages`` array holds it. ``sender`` is their phone
+    number (``from``), or "" for a user Meta names by their BSUID alone (``from_user_id``)."""
     message = {
-        "from": sender,
-        "id": mid or message_id(sender),
+        **({"from": sender} if sender else {}),
+        **({"from_user_id": user_id} if user_id else {}),
+        "id": mid or message_id(sender or user_id or "0"),
         "timestamp": str(int(at if at is not None else time.time())),
         "type": kind,
         kind: content,
@@ -49,8 +59,25 @@ def inbound(sender: str, kind: str, content: dict, mid: str | None = None, at: f
     return message
 
 
-def text(sender: str, body: str, mid: str | None = None, at: float | None = None) -> dict:
-    return inbound(sender, "text", {"body": body}, mid, at)
+def text(sender: str, body: str, mid: str | None = None, at: float | None = None, user_id: str | None = None) -> dict:
+    return inbound(sender, "text", {"body": body}, mid, at, user_id=user_id)
+
+
+def id_changed(old_user_id: str, new_user_id: str, name: str = "Sam", phone: str = "", new_phone: str = "") -> dict:
+    """The system message of Meta's system messages webhook reference: ``user_changed_user_id`` (a
+    new BSUID, no number), or ``user_changed_number`` when ``new_phone`` is given (from ``phone``)."""
+    system = {
+        "body": f"User {name} changed from {phone or old_user_id} to {new_phone or new_user_id}",
+        "user_id": new_user_id,
+        "previous_user_id": old_user_id,
+        "type": "user_changed_number" if new_phone else "user_changed_user_id",
+    }
+    if new_phone:
+        system["wa_id"] = new_phone
+    message = {"id": message_id(old_user_id), "timestamp": str(int(time.time())), "type": "system", "system": system}
+    if phone:
+        message["from"] = phone
+    return message
 
 
 def button_reply(sender: str, button_id: str, title: str, mid: str | None = None) -> dict:
@@ -59,10 +86,24 @@ def button_reply(sender: str, button_id: str, title: str, mid: str | None = None
 
 
 def messages(phone_number_id: str, *items: dict, name: str = "Sam") -> dict:
-    """A delivery of ``items`` (each from ``text``, ``button_reply``, ``inbound``), with the contacts Meta adds."""
-    senders = sorted({m["from"] for m in items})
-    contacts = [{"profile": {"name": name}, "wa_id": sender} for sender in senders]
-    return envelope(phone_number_id, {"contacts": contacts, "messages": list(items)})
+    """A delivery of ``items`` (each from ``text``, ``button_reply``, ``inbound``), with the contacts
+    Meta adds (``wa_id`` only when the number is shared, ``user_id`` whenever Meta sent one; a system
+    message has no contacts)."""
+    contacts = []
+    for m in items:
+        if m.get("type") == "system":
+            continue
+        contact = {"profile": {"name": name}}
+        if m.get("from"):
+            contact["wa_id"] = m["from"]
+        if m.get("from_user_id"):
+            contact["user_id"] = m["from_user_id"]
+        if contact not in contacts:
+            contacts.append(contact)
+    value = {"messages": list(items)}
+    if contacts:
+        value = {"contacts": contacts, **value}
+    return envelope(phone_number_id, value)
 
 
 def status(phone_number_id: str, mid: str, recipient: str, state: str, errors: list[dict] | None = None) -> dict:
