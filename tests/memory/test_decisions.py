@@ -8,6 +8,7 @@ tarsd killed with SIGKILL while approvals run, then started again."""
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 
@@ -67,6 +68,41 @@ def test_a_proposal_whose_line_is_gone_waits_again_when_approved(assistant, vaul
     assert [p.id for p in assistant.pending_rules()] == [proposed.pending_id]  # still the user's to reject
     assistant.decide_rule(proposed.pending_id, approve=False)
     assert assistant.pending_rules() == [] and (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n"
+
+
+def test_a_replace_whose_line_is_gone_is_not_reported_done_because_its_new_text_is_elsewhere(assistant, vault):
+    """The line a replace named was edited away; its new text happened to be another line of the
+    file. Approving said "replaced" and dropped the proposal, though nothing was replaced."""
+    write(vault, "Memory.md", "# Core\n- Name: Sam\n- Lives in Paris\n")
+    proposed = assistant.memory.remember("Lives in Paris", mode="replace", replace_line="Name: Sam", by_model=True)
+    assert proposed.status == "pending"
+    write(vault, "Memory.md", "# Core\n- Name: Samuel\n- Lives in Paris\n")  # the user's hand edit
+    with pytest.raises(ValueError, match="is no longer in Memory.md"):
+        assistant.decide_rule(proposed.pending_id, approve=True)
+    assert [p.id for p in assistant.pending_rules()] == [proposed.pending_id]
+    assert (vault / "Memory.md").read_text() == "# Core\n- Name: Samuel\n- Lives in Paris\n"
+
+
+@pytest.mark.parametrize("action", ["remove", "replace"])
+def test_an_approval_finished_at_start_never_changes_a_second_copy_of_the_line(assistant, vault, action):
+    """tarsd killed after an approved remove or replace was written, before its row went: the next
+    start applied it again, and a second line reading the same (the user's, under another heading)
+    was removed or replaced too."""
+    write(vault, "Memory.md", "# Core\n- Likes tea\n\n# Work\n- Likes tea\n")
+    if action == "remove":
+        pending_id = assistant.memory.forget("", confirm_line="Likes tea", by_model=True).pending_id
+        after = "# Core\n\n# Work\n- Likes tea\n"
+    else:
+        pending_id = assistant.memory.remember("Likes coffee", mode="replace", replace_line="Likes tea", by_model=True).pending_id
+        after = "# Core\n- Likes coffee <!-- tars:DATE -->\n\n# Work\n- Likes tea\n"
+    # What an approval does (tarsd/chat/assistant.py decide_rule): claim it, write the change...
+    proposal = assistant.memory.pending.claim(pending_id, approve=True)
+    assistant.memory.apply_proposal(proposal)
+    # ...and tarsd is killed before the row goes: the next start finishes what it finds.
+    assistant.finish_decisions()
+    shown = re.sub(r"<!-- tars:[^>]* -->", "<!-- tars:DATE -->", (vault / "Memory.md").read_text())
+    assert shown == after
+    assert assistant.pending_rules() == [] and assistant.memory.pending.unfinished() == []
 
 
 def test_kill_9_during_approvals_never_leaves_a_rule_both_active_and_pending(start_daemon, vault):
