@@ -78,7 +78,7 @@ def test_a_reply_a_tool_and_a_note_cannot_draw_on_the_terminal_or_imitate_the_qu
         daemon.env,
         [
             ("you> ", "plan my day"),
-            ("\u258c   run it? [y]es / [n]o / [a]lways (30 s", "n"),
+            ("\u258c   run it? [y]es / [n]o / [a]lways (30 s to answer): ", "n"),
             ("Proposed.", "/search zanzibar"),
             ("\\u0007 and", "/exit"),
         ],
