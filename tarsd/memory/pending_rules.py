@@ -40,6 +40,9 @@ ACTIONS = (RULE, REPLACE, REMOVE)
 PENDING, APPROVING = "pending", "approving"
 
 _COLUMNS = "id, text, conversation, proposed_at, action, kind, target, lines_before"
+# Proposals waiting at once: past this, a model or an AI tool proposing without end (a rule each,
+# a change to every line) is refused, and the user's list stays one a person can go through.
+MAX_WAITING = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,13 @@ class PendingRules:
             raise ValueError(f"no such proposal: {action!r}")
         same = f"{action}|{kind}|{key(target)}|{key(rule)}"
         with self.lock, self.conn:
+            known = self.conn.execute("SELECT 1 FROM proposals WHERE proposal_key = ?", (same,)).fetchall()
+            waiting = self.conn.execute("SELECT count(*) FROM proposals").fetchall()[0][0]
+            if not known and waiting >= MAX_WAITING:
+                raise UnsafeMemoryText(
+                    f"{waiting} proposals wait for the user's decision already: no more are taken until some are decided",
+                    "tell the user what you would propose; they decide those waiting with `tarsctl rules` or on the web page",
+                )
             self.conn.execute(
                 "INSERT OR IGNORE INTO proposals(action, kind, text, target, proposal_key, conversation, proposed_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -105,6 +105,26 @@ def test_an_approval_finished_at_start_never_changes_a_second_copy_of_the_line(a
     assert assistant.pending_rules() == [] and assistant.memory.pending.unfinished() == []
 
 
+def test_a_flood_of_proposals_stops_at_a_hundred_waiting_and_says_so(assistant, vault):
+    """A model or an AI tool could propose without end (a rule each, a change to every line): the
+    user, who decides each one by one, would find their own proposals buried under thousands."""
+    write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    waiting = [assistant.memory.remember(f"Rule {n} of the flood", "procedural", by_model=True) for n in range(100)]
+    assert {r.status for r in waiting} == {"pending"} and len({r.pending_id for r in waiting}) == 100
+    for refused in (
+        lambda: assistant.memory.remember("One rule too many", "procedural", by_model=True),
+        lambda: assistant.memory.remember("Name: Bob", mode="replace", replace_line="Name: Sam", by_model=True),
+        lambda: assistant.memory.forget("", confirm_line="Name: Sam", by_model=True),
+    ):
+        with pytest.raises(ValueError, match="100 proposals wait for the user"):
+            refused()
+    # The same proposal again is the one waiting, not a new one; a decision makes room.
+    assert assistant.memory.remember("Rule 7 of the flood", "procedural", by_model=True).pending_id == waiting[7].pending_id
+    assistant.decide_rule(waiting[0].pending_id, approve=False)
+    assert assistant.memory.remember("One rule too many", "procedural", by_model=True).status == "pending"
+    assert len(assistant.pending_rules()) == 100 and (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n"
+
+
 def test_kill_9_during_approvals_never_leaves_a_rule_both_active_and_pending(start_daemon, vault):
     daemon = start_daemon()
     rng = random.Random(36)
