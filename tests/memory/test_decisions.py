@@ -7,15 +7,19 @@ tarsd killed with SIGKILL while approvals run, then started again."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from harness.vault_files import write
-from tarsctl.client import Client
+from tarsctl.client import Client, RemoteError
 from tarsctl.protocol import DecideRule, Error, PendingRules, Remember
 from tarsd.chat.assistant import Assistant
 from tarsd.memory.pending_rules import AlreadyDecided
@@ -123,6 +127,55 @@ def test_a_flood_of_proposals_stops_at_a_hundred_waiting_and_says_so(assistant, 
     assistant.decide_rule(waiting[0].pending_id, approve=False)
     assert assistant.memory.remember("One rule too many", "procedural", by_model=True).status == "pending"
     assert len(assistant.pending_rules()) == 100 and (vault / "Memory.md").read_text() == "# Core\n- Name: Sam\n"
+
+
+@contextlib.contextmanager
+def full_disk(folder: Path) -> Iterator[None]:
+    """``folder`` on a small tmpfs of its own, filled up while the body runs (it needs root)."""
+    folder.mkdir(exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as out:
+        while True:
+            out.write(b"x" * 65536)
+            out.flush()
+    return filler
+
+
+def test_a_full_disk_under_the_index_is_said_so_and_the_proposal_waits(start_daemon, vault, tmp_path):
+    """The index database's disk full: proposing and deciding answered "internal: FullError: database
+    or disk is full", see the log (a traceback there), instead of what is wrong and what to do."""
+    write(vault, "Memory.md", "# Core\n- Name: Sam\n")
+    state = tmp_path / "state"
+    with full_disk(state):
+        daemon = start_daemon()
+        with Client(daemon.socket, timeout=30) as client:
+            proposed = client.call(Remember(id=client.next_id(), fact="Answer in French", kind="procedural", by_model=True))
+        filler = fill(state)
+        with Client(daemon.socket, timeout=30) as client:
+            for request in (
+                Remember(id=client.next_id(), fact="Use metric units", kind="procedural", by_model=True),
+                DecideRule(id=client.next_id(), rule_id=proposed.pending_id, approve=True),
+                DecideRule(id=client.next_id(), rule_id=proposed.pending_id, approve=False),
+            ):
+                with pytest.raises(RemoteError) as refused:
+                    client.call(request)
+                assert refused.value.error.code == "io_error", refused.value.error
+                assert "is full" in refused.value.error.message and "free some space" in refused.value.error.message
+        assert not (vault / "Procedural.md").exists()
+        filler.unlink()
+        with Client(daemon.socket, timeout=30) as client:
+            assert [p.id for p in client.call(PendingRules(id=client.next_id())).rules] == [proposed.pending_id]
+        daemon.stop()
+        assert "Traceback" not in daemon.log.read_text(encoding="utf-8", errors="replace")
 
 
 def test_kill_9_during_approvals_never_leaves_a_rule_both_active_and_pending(start_daemon, vault):
