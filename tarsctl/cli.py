@@ -33,7 +33,7 @@ from tarsctl.protocol import (
     every_field,
 )
 from tarsctl.search_view import show_pong, show_search
-from tarsctl.shown import forget_command, shown_text
+from tarsctl.shown import forget_command, shown_json_line, shown_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +91,7 @@ def _print_error(error: Error) -> None:
 
 
 def _json_line(obj: object) -> str:
-    return msgspec.json.encode(every_field(obj)).decode()
+    return shown_json_line(msgspec.json.encode(every_field(obj)).decode())
 
 
 def _emit_json(obj: object, stream=None) -> None:

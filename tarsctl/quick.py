@@ -34,6 +34,7 @@ from tarsctl.arguments import (
 )
 from tarsctl.config_warning import warn_if_changed
 from tarsctl.search_view import show_pong, show_search
+from tarsctl.shown import shown_json_line
 from tarsctl.transport import PROTOCOL_VERSION, DaemonNotRunning, FrameSocket, ProtocolError
 
 QUICK_COMMANDS = ("search", "ping")
@@ -167,5 +168,5 @@ def _decode(body: bytes) -> SimpleNamespace:
 
 
 def _json_line(obj: object) -> str:
-    # The same compact form msgspec writes in the full client.
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=vars)
+    # The same compact form msgspec writes in the full client, as safe to print.
+    return shown_json_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=vars))

@@ -101,6 +101,25 @@ def shown_json(value: object) -> str:
     return shown_text(json.dumps(value, indent=2, ensure_ascii=False, default=str), keep_newlines=True)
 
 
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP, a JSON escape is a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def shown_json_line(encoded: str) -> str:
+    """JSON text (``--json`` output) safe to print: JSON escapes only the C0 controls, so a C1
+    control (U+009B is CSI to a terminal), DEL, a bidi override or a line separator in a note or
+    a reply would reach the terminal raw. Each character shown_text would escape is written as a
+    JSON escape instead; any character may be spelled so inside a JSON string (and they occur
+    nowhere else), so the JSON reads back the same."""
+    if encoded.isascii():
+        return encoded.replace("\x7f", "\\u007f")
+    return "".join(_json_escape(char) if _invisible(char) else char for char in encoded)
+
+
 def forget_command(line: str) -> str:
     """The `tarsctl forget` command that removes ``line``, safe to paste into a shell: the line is
     one shell word in single quotes (shlex.quote), so ``$(...)``, backticks or quotes in it stay

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tarsctl.shown import shown_text
+
 if TYPE_CHECKING:
     from tarsctl.protocol import Coverage
     from tarsd.channels.whatsapp import WhatsApp
@@ -364,11 +366,22 @@ def _memory_plan(config: Config) -> Plan:
     return plan
 
 
+class _ShownFormatter(logging.Formatter):
+    """Log lines cleaned as tarsctl cleans what it prints (tarsctl/shown.py): they name notes, tool
+    servers and what those said, and tarsd's stderr is a terminal when it runs in the foreground
+    (or is shown by `tarsctl service logs`). A traceback keeps its lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return shown_text(super().format(record), keep_newlines=True)
+
+
 def _setup_logging(level: str) -> None:
     supervised = "INVOCATION_ID" in os.environ or "JOURNAL_STREAM" in os.environ or "XPC_SERVICE_NAME" in os.environ
     # journald and launchd's log files add their own timestamps.
     fmt = "%(levelname)s %(name)s: %(message)s" if supervised else "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format=fmt, stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ShownFormatter(fmt))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 

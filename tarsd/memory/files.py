@@ -260,21 +260,30 @@ class MemoryFiles:
 
     def apply_proposal(self, proposal: PendingRule) -> Remembered:
         """A proposal the user approved, applied as the user's own change. Applying one already
-        applied changes nothing (an approval interrupted by a kill is finished at the next start)."""
+        applied changes nothing (an approval interrupted by a kill is finished at the next start):
+        a rule is never written twice, and a remove or a replace counts the lines reading as the
+        line it changes before it writes (``PendingRules.counted``); finding fewer, it was written."""
         target = self.target(proposal.kind)
         rel = self.rel(target)
         if proposal.action == RULE:
             return self.remember(proposal.rule, proposal.kind, mode="force", conversation=proposal.conversation)
+        wanted = proposal.rule if proposal.action == REMOVE else proposal.target
+        done = Remembered("removed", rel, replaced=proposal.rule)
+        if proposal.action == REPLACE:
+            done = Remembered(REPLACED, rel, line=proposal.rule, replaced=proposal.target)
         with self._lock:
             lines = memory_lines(read_owned(self.vault, target))
+            now = len(self._matching(lines, wanted))
+            if proposal.lines_before is not None and now < proposal.lines_before:
+                return done  # written before tarsd stopped: a second line reading the same stays
+            if proposal.lines_before is None and self.pending is not None:
+                self.pending.counted(proposal.id, now)
             if proposal.action == REMOVE:
-                if self._find(lines, proposal.rule) is not None:
+                if now:
                     self.forget("", proposal.kind, confirm_line=proposal.rule)
-                return Remembered("removed", rel, replaced=proposal.rule)
+                return done  # a line already gone is what the user wanted
             old = self._find(lines, proposal.target)
             if old is None:
-                if self._find(lines, proposal.rule) is not None:
-                    return Remembered(REPLACED, rel, line=proposal.rule, replaced=proposal.target)  # applied already
                 raise ValueError(
                     f"the line {proposal.target!r} is no longer in {rel}, so the proposal to replace it cannot be applied; reject it"
                 )
@@ -301,11 +310,17 @@ class MemoryFiles:
         return self.vectors.cosines(text, lines) if self.vectors is not None and lines else None
 
     @staticmethod
-    def _find(lines: list[MemoryLine], wanted: str) -> MemoryLine | None:
-        """A line named by the client: its exact text, else one that reads the same."""
+    def _matching(lines: list[MemoryLine], wanted: str) -> list[MemoryLine]:
+        """The lines a client's ``wanted`` names: those of its exact text, else those that read the same."""
         wanted = LIST_PREFIX.sub("", provenance.strip(wanted.strip())).strip()
-        exact = next((line for line in lines if line.text == wanted), None)
-        return exact or next((line for line in lines if facts.key(line.text) == facts.key(wanted)), None)
+        exact = [line for line in lines if line.text == wanted]
+        return exact or [line for line in lines if facts.key(line.text) == facts.key(wanted)]
+
+    @classmethod
+    def _find(cls, lines: list[MemoryLine], wanted: str) -> MemoryLine | None:
+        """A line named by the client: its exact text, else one that reads the same."""
+        matching = cls._matching(lines, wanted)
+        return matching[0] if matching else None
 
     @staticmethod
     def _section_for(fact: str, existing: list[MemoryLine], cosines) -> str:

@@ -14,8 +14,11 @@ A decision cannot be confused or half made:
 - a decision is claimed in one transaction (pending -> approving, or deleted for a reject), so an
   approve and a reject sent at once cannot both win: the second is told it was decided already;
 - an approval is applied to the memory file, then the row goes. tarsd killed in between leaves the
-  row "approving": the next start finishes it (``unfinished``; applying again changes nothing),
-  so a proposal ends either applied and gone, or still pending and not applied.
+  row "approving": the next start finishes it (``unfinished``), so a proposal ends either applied
+  and gone, or still pending and not applied. A rule applied again changes nothing; for a remove
+  or a replace, the row holds how many lines read as the line it changes, counted just before
+  the write (``counted``): fewer now, and the change was written already (applying it again
+  would change a second line that reads the same).
 
 The database rather than a file in the vault: a file there would be indexed, searched and synced
 like a note, and a note is exactly what a proposal must not become. Deleting the index loses the
@@ -36,7 +39,10 @@ RULE, REPLACE, REMOVE = "rule", "replace", "remove"
 ACTIONS = (RULE, REPLACE, REMOVE)
 PENDING, APPROVING = "pending", "approving"
 
-_COLUMNS = "id, text, conversation, proposed_at, action, kind, target"
+_COLUMNS = "id, text, conversation, proposed_at, action, kind, target, lines_before"
+# Proposals waiting at once: past this, a model or an AI tool proposing without end (a rule each,
+# a change to every line) is refused, and the user's list stays one a person can go through.
+MAX_WAITING = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,9 @@ class PendingRule:
     action: str = RULE
     kind: str = "procedural"  # the memory file it changes: semantic | procedural
     target: str = ""  # replace: the line it replaces, as it read when proposed
+    # remove, replace being approved: the lines reading as the one it changes, just before the
+    # write (None: not counted, so not written either)
+    lines_before: int | None = None
 
     def describe(self) -> str:
         if self.action == REPLACE:
@@ -77,6 +86,13 @@ class PendingRules:
             raise ValueError(f"no such proposal: {action!r}")
         same = f"{action}|{kind}|{key(target)}|{key(rule)}"
         with self.lock, self.conn:
+            known = self.conn.execute("SELECT 1 FROM proposals WHERE proposal_key = ?", (same,)).fetchall()
+            waiting = self.conn.execute("SELECT count(*) FROM proposals").fetchall()[0][0]
+            if not known and waiting >= MAX_WAITING:
+                raise UnsafeMemoryText(
+                    f"{waiting} proposals wait for the user's decision already: no more are taken until some are decided",
+                    "tell the user what you would propose; they decide those waiting with `tarsctl rules` or on the web page",
+                )
             self.conn.execute(
                 "INSERT OR IGNORE INTO proposals(action, kind, text, target, proposal_key, conversation, proposed_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -124,10 +140,16 @@ class PendingRules:
         with self.lock, self.conn:
             self.conn.execute("DELETE FROM proposals WHERE id = ?", (rule_id,))
 
+    def counted(self, rule_id: int, lines: int) -> None:
+        """An approved remove or replace is about to be written: ``lines`` of the file read as the
+        line it changes (a start that finds the row still approving compares)."""
+        with self.lock, self.conn:
+            self.conn.execute("UPDATE proposals SET lines_before = ? WHERE id = ? AND state = ?", (lines, rule_id, APPROVING))
+
     def reopen(self, rule_id: int) -> None:
         """Applying an approved proposal failed (the disk, the line gone): it waits again."""
         with self.lock, self.conn:
-            self.conn.execute("UPDATE proposals SET state = ? WHERE id = ?", (PENDING, rule_id))
+            self.conn.execute("UPDATE proposals SET state = ?, lines_before = NULL WHERE id = ?", (PENDING, rule_id))
 
     def unfinished(self) -> list[PendingRule]:
         """Approvals that tarsd stopped in the middle of (killed between the write and the delete)."""

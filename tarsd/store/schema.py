@@ -12,7 +12,7 @@ import apsw
 
 from tarsd.store.errors import StoreError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -208,6 +208,14 @@ INSERT INTO proposals(id, action, kind, text, proposal_key, conversation, propos
 DROP TABLE pending_rules;
 """
 
+# Version 9: how many lines of the memory file read as the line an approved remove or replace
+# changes, counted just before the change is written (NULL: not counted yet). A start that
+# finishes an approval a kill interrupted tells by it whether the change was written already,
+# rather than applying it again to a second line that reads the same.
+_SCHEMA_PROPOSAL_LINES = """
+ALTER TABLE proposals ADD COLUMN lines_before INTEGER;
+"""
+
 MIGRATIONS = {
     1: _SCHEMA_V1,
     2: _SCHEMA_V2,
@@ -217,6 +225,7 @@ MIGRATIONS = {
     6: _SCHEMA_CHANNEL_MESSAGES,
     7: _SCHEMA_PASSAGES_STORED_ONCE,
     8: _SCHEMA_PROPOSALS,
+    9: _SCHEMA_PROPOSAL_LINES,
 }
 
 

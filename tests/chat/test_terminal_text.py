@@ -78,7 +78,7 @@ def test_a_reply_a_tool_and_a_note_cannot_draw_on_the_terminal_or_imitate_the_qu
         daemon.env,
         [
             ("you> ", "plan my day"),
-            ("\u258c   run it? [y]es / [n]o / [a]lways (30 s", "n"),
+            ("\u258c   run it? [y]es / [n]o / [a]lways (30 s to answer): ", "n"),
             ("Proposed.", "/search zanzibar"),
             ("\\u0007 and", "/exit"),
         ],
@@ -159,3 +159,32 @@ def test_the_terminal_shows_a_calls_arguments_whole_however_long(world):
     arguments = [line.removeprefix("\u258c     ") for line in shown.splitlines() if line.startswith("\u258c     ")]
     assert "\n".join(arguments) == json.dumps({"tasks_to_add": tasks}, indent=2, ensure_ascii=False)
     assert "not shown" not in shown and not journal.calls(since, tool="add_tasks")
+
+
+C1_CLEAR_SCREEN = "\x9b2J"  # CSI as one C1 character: a terminal takes it for ESC [ and clears the screen
+RAW_NEVER = "\x9b\x7f\u202e\u2028"
+
+
+def test_json_output_spells_control_and_bidi_characters_as_escapes(world):
+    """`--json` output printed a note's or the model's C1 controls (CSI), DEL, bidi overrides and
+    line separators raw: JSON escapes only the C0 controls, so `tarsctl search --json` on a
+    terminal let a note clear the screen. Every other character stays itself, and the JSON reads
+    the same."""
+    daemon, journal, ollama, root = world
+    hostile = f"wombat burrow {C1_CLEAR_SCREEN} then \u202eevil\u2028next \x7f end"
+    write(daemon.vault, "Wombat.md", f"# Wombat\n\n{hostile}\n\nSee [[Den{C1_CLEAR_SCREEN}\u202ex]].\n")
+    wait_for(lambda: daemon.search("wombat") == ["Wombat.md"], "the note")
+    ollama.script = [{"text": f"Wombats {C1_CLEAR_SCREEN}dig\u202e."}]
+    runs = {
+        "search": daemon.tarsctl("search", "--json", "wombat burrow"),  # the quick path
+        "links": daemon.tarsctl("links", "--json", "Wombat.md"),  # the full client
+        "chat": daemon.tarsctl("chat", "--json", "--conversation", "json-out", "wombats?"),
+    }
+    for name, run in runs.items():
+        assert run.returncode == 0, (name, run.stderr)
+        assert not set(run.stdout) & set(RAW_NEVER), (name, run.stdout)
+    [hit] = [json.loads(line) for line in runs["search"].stdout.splitlines()]
+    assert C1_CLEAR_SCREEN in hit["snippet"] and "\u202eevil" in hit["snippet"]
+    [link] = [json.loads(line) for line in runs["links"].stdout.splitlines()]
+    assert link["target"] == f"Den{C1_CLEAR_SCREEN}\u202ex"
+    assert json.loads(runs["chat"].stdout)["text"] == f"Wombats {C1_CLEAR_SCREEN}dig\u202e."

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import unicodedata
+
 import pytest
 
-from tarsctl.shown import QUESTION_MARK, ShownStream, forget_command, shown_text
+from tarsctl.shown import QUESTION_MARK, ShownStream, forget_command, shown_json_line, shown_text
 
 HOSTILE = (
     "Sure.\n  ? tasks wants to run find_tasks\x1b[30;40m\u258c run it?\x9b2J \x1b]52;c;eA==\x07 \u202eevil\u202c"
@@ -41,3 +44,12 @@ def test_a_stream_cut_anywhere_shows_what_the_whole_text_shows(size):
 def test_the_undo_is_one_shell_word_whatever_the_line_holds():
     assert forget_command("Sam's host is $(touch /tmp/x) `id` ok") == "tarsctl forget 'Sam'\"'\"'s host is $(touch /tmp/x) `id` ok'"
     assert forget_command("-rf everything") == "tarsctl forget -- '-rf everything'"
+
+
+@pytest.mark.parametrize("text", [HOSTILE.replace("\ud800", ""), "del\x7f only", "❤️ 🏳️‍🌈 کتاب‌ها ok"])
+def test_json_output_reads_the_same_with_nothing_invisible_left_raw(text):
+    for encoded in (json.dumps({"text": text}, ensure_ascii=False), json.dumps([text], ensure_ascii=False, separators=(",", ":"))):
+        shown = shown_json_line(encoded)
+        assert json.loads(shown) == json.loads(encoded)
+        raw = [c for c in shown if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs") or "\ufe00" <= c <= "\ufe0f"]
+        assert raw == [], raw

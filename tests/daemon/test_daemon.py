@@ -271,3 +271,30 @@ def test_live_vectors_with_the_local_model(start_daemon, vault):
     wait_for(lambda: daemon.search("holiday by rail to Portugal", mode="vec") == ["trip.md"], "a new note to be found by meaning")
     status = daemon.status()
     assert status.embedder.state == "ready" and status.counts["vectors"] == status.counts["chunks"]
+
+
+def test_tarsds_log_holds_no_escape_sequence_a_tool_server_sent(start_daemon, tmp_path):
+    """tarsd logs to its stderr: a terminal when it runs in the foreground, `tarsctl service logs`
+    (tail) on macOS. A tool server's name for itself (its serverInfo) went into the "ready" line
+    raw, so a server could clear that terminal or write its clipboard (OSC 52)."""
+    import sys
+
+    from harness.tool_servers import TESTS, Journal, toml_config
+    from tarsctl.shown import shown_text
+
+    hostile = "evil\x1b[2J\x1b]52;c;d2lyZQ==\x07\x9b31m\u202e"
+    state = tmp_path / "state"
+    state.mkdir()
+    journal = Journal(tmp_path / "journal.jsonl")
+    server = {
+        "command": [sys.executable, "-m", "harness.tool_server", hostile],
+        "cwd": str(TESTS),
+        "env": {"TOOL_SERVER_JOURNAL": str(journal.path)},
+    }
+    (state / "config.toml").write_text(toml_config({"tasks": server}))
+    daemon = start_daemon()
+    wait_for(lambda: [s.state for s in daemon.status().tool_servers] == ["ready"], "the tool server")
+    wait_for(lambda: "MCP server tasks ready" in daemon.log.read_text(encoding="utf-8", errors="replace"), "its ready line")
+    logged = daemon.log.read_text(encoding="utf-8", errors="replace")
+    assert not set(logged) & set("\x1b\x07\x9b\u202e"), logged
+    assert f"test-{shown_text(hostile)}" in logged  # what it said, shown as escapes

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
+import apsw
+
 from tarsctl.authority import refusal
 from tarsctl.protocol import (
     ApplyReview,
@@ -44,6 +46,7 @@ from tarsd.index.sync_queue import SyncFailed
 from tarsd.serve.handlers import chat, control, memory, search, tools
 from tarsd.serve.handlers.common import Handler, Peer, RequestError
 from tarsd.serve.parts import DaemonParts
+from tarsd.store.errors import explain
 from tarsd.vault.files import OutsideVault
 from tarsd.vault.root import VaultMissing
 
@@ -103,6 +106,11 @@ async def dispatch(daemon: DaemonParts, request: Message, peer: Peer) -> AsyncIt
         yield Error(id=request_id, code="bad_request", message=str(exc), hint=exc.hint)
     except VaultMissing as exc:
         yield Error(id=request_id, code="vault_missing", message=str(exc), hint=exc.hint)
+    except (apsw.FullError, apsw.ReadOnlyError, apsw.BusyError, apsw.LockedError, apsw.CantOpenError) as exc:
+        # The index database (conversations, proposals) cannot be written: what that means and what to do.
+        message = explain(exc, daemon.engine.store.path).removesuffix("; tars retries on its own")  # a request is not retried
+        log.warning("request %s failed: %s", type(request).__name__, message)
+        yield Error(id=request_id, code="io_error", message=message, hint="nothing was half written: try again once it is fixed")
     except OSError as exc:  # a full disk, a read-only vault, a file locked by another program
         message = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
         log.warning("request %s failed: %s", type(request).__name__, message)
