@@ -248,6 +248,21 @@ class WhatsAppConfig(msgspec.Struct, forbid_unknown_fields=True):
     graph_url: str = "https://graph.facebook.com/v21.0"
 
 
+class TelegramConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """tars in Telegram through the Bot API (docs/telegram.md): tars asks Telegram for its bot's
+    messages (long polling, an outgoing HTTPS connection only: no public address, no HTTP
+    listener needed) and answers through the same API. The bot token lives in a file of mode
+    0600, never here."""
+
+    enabled: bool = False
+    token_file: str = ""  # empty: telegram_token beside the config file
+    # The user's own numeric Telegram user ids (not @usernames: those can be changed and taken
+    # by someone else). Only they reach tars; anyone else is logged (hashed) and gets nothing.
+    allowed_users: list[int] = msgspec.field(default_factory=list)
+    api_url: str = "https://api.telegram.org"  # tars calls {api_url}/bot{token}/{method}: a self-hosted Bot API server
+    poll_timeout_seconds: int = 30  # how long one getUpdates call waits for a message before asking again
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
@@ -258,6 +273,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
     whatsapp: WhatsAppConfig = msgspec.field(default_factory=WhatsAppConfig)
+    telegram: TelegramConfig = msgspec.field(default_factory=TelegramConfig)
 
     @property
     def vault_path(self) -> Path:
@@ -288,6 +304,7 @@ SECTIONS = {
     "http": HttpConfig,
     "mcp": McpConfig,
     "whatsapp": WhatsAppConfig,
+    "telegram": TelegramConfig,
 }
 
 
