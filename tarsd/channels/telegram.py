@@ -15,6 +15,10 @@ The token lives in a file of mode 0600 (by default ``telegram_token`` beside the
 read again when it changes. Users are never named in the log: a sender is ``#`` and a short
 keyed hash of their id. A token Telegram refuses (401: revoked in @BotFather, or mistyped) stops
 polling, with the fix in ``tarsctl status``, until the token file holds another token.
+
+Webhook mode ([telegram] webhook_url, for a user who has a public HTTPS address): Telegram posts
+each update to ``/channels/telegram`` on the HTTP listener (telegram_webhook, its secret token in
+a file of mode 0600 too) instead of tars polling; everything after the update is the same.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -45,6 +49,7 @@ from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
 from tarsd.channels.telegram_offset import UpdateOffset
 from tarsd.channels.telegram_text import MAX_MESSAGE_CHARS, plain, to_html, to_messages
+from tarsd.channels.telegram_webhook import WEBHOOK_PATH, TelegramWebhook
 from tarsd.config.settings import TelegramConfig
 from tarsd.store.database import Store
 from tarsd.tools.secret_files import SecretFileError
@@ -52,6 +57,8 @@ from tarsd.tools.secret_files import SecretFileError
 log = logging.getLogger(__name__)
 
 TOKEN_FILE = "telegram_token"
+WEBHOOK_SECRET_FILE = "telegram_webhook_secret"
+_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook's secret_token
 TYPING_SECONDS = 4.5  # Telegram shows "typing…" for 5 s, or until the bot's next message
 MAX_ATTEMPTS = 5  # for a send, after a 429, a 5xx or a dropped connection
 FIRST_DELAY_SECONDS = 0.5
@@ -88,7 +95,9 @@ def _seconds(value: int | float | timedelta) -> float:
 
 
 class Telegram:
-    """The channel (``tarsd.channels.channel.Channel``) and its poller (``start``, ``stop``)."""
+    """The channel (``tarsd.channels.channel.Channel``) and its poller (``start``, ``stop``); in
+    webhook mode its webhook instead (``webhook``, an ASGI app for the HTTP listener at ``path``,
+    with ``running`` as its lifespan)."""
 
     name = "telegram"
     title = "Telegram"
@@ -97,9 +106,18 @@ class Telegram:
         _hide_tokens()
         self.settings = settings
         self.counters = Counters()
-        path = Path(settings.token_file).expanduser() if settings.token_file else Path(config_file).expanduser().parent / TOKEN_FILE
+        folder = Path(config_file).expanduser().parent
+        path = Path(settings.token_file).expanduser() if settings.token_file else folder / TOKEN_FILE
         hint = f"write the token @BotFather gave your bot on its first line, then `chmod 600 {path}` (docs/telegram.md)"
         self.token_file = SecretFile(path, "[telegram] token_file", hint)
+        self.webhook: TelegramWebhook | None = None
+        self.path = ""  # polling: no path on the listener
+        if settings.webhook_url:
+            secret = Path(settings.webhook_secret_file).expanduser() if settings.webhook_secret_file else folder / WEBHOOK_SECRET_FILE
+            hint = f"write a random word of letters, digits, _ and - on its first line, then `chmod 600 {secret}` (docs/telegram.md)"
+            self.webhook_secret = SecretFile(secret, "[telegram] webhook_secret_file", hint)
+            self.webhook = TelegramWebhook(self.webhook_secret, self._take_posted, self.counters)
+            self.path = WEBHOOK_PATH
         self.allowed = {str(user) for user in settings.allowed_users}
         self.problems = self._check(settings)
         self.relay = Relay(
@@ -116,7 +134,8 @@ class Telegram:
         self._bot: Bot | None = None
         self._bot_lock = asyncio.Lock()
         self._refused = ""  # the token Telegram refused: not tried again until the file holds another
-        self._poller: asyncio.Task | None = None
+        self._poller: asyncio.Task | None = None  # the long poll, or in webhook mode the setWebhook call
+        self._webhook_deleted = False  # polling: a webhook Telegram still had for the bot was deleted once
         self._hash_key = secrets.token_bytes(16)  # until the token can be read
 
     @staticmethod
@@ -129,6 +148,12 @@ class Telegram:
             problems.append(f"[telegram] api_url {settings.api_url!r} is not an http(s) address")
         if settings.poll_timeout_seconds < 0:
             problems.append(f"[telegram] poll_timeout_seconds is {settings.poll_timeout_seconds}: it must be 0 or more")
+        hook = urlsplit(settings.webhook_url)
+        if settings.webhook_url and (hook.scheme != "https" or not hook.netloc or not hook.path.endswith(WEBHOOK_PATH)):
+            problems.append(
+                f"[telegram] webhook_url {settings.webhook_url!r} is not an https address ending in {WEBHOOK_PATH}: "
+                "Telegram posts only to HTTPS, and tarsd serves the webhook at that path"
+            )
         return problems
 
     # ---- start and stop ----
@@ -141,6 +166,23 @@ class Telegram:
         self.relay.start()
         self._poller = asyncio.create_task(self._poll(), name="telegram-poller")
         log.info("Telegram: polling the Bot API for the bot's messages; %d allowed user(s)", len(self.allowed))
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Webhook mode: entered when the HTTP listener starts (the webhook is registered with
+        Telegram in the background), left when it stops."""
+        for problem in self.problems:
+            log.error("Telegram: %s", problem)
+        for secret in (self.token_file, self.webhook_secret):
+            if problem := secret.problem():
+                log.error("Telegram: %s", problem)
+        self.relay.start()
+        self._poller = asyncio.create_task(self._register(), name="telegram-set-webhook")
+        log.info("Telegram: the webhook is at %s on the HTTP listener; %d allowed user(s)", WEBHOOK_PATH, len(self.allowed))
+        try:
+            yield
+        finally:
+            await self.stop()
 
     async def stop(self) -> None:
         """No more updates are fetched; what is under way ends as the relay's stop says; the client closes."""
@@ -198,14 +240,7 @@ class Telegram:
                 offset = await asyncio.to_thread(self.offsets.get, bot_id)
                 updates = await bot.get_updates(offset=offset or None, timeout=self.settings.poll_timeout_seconds, allowed_updates=UPDATES)
             except InvalidToken as exc:
-                self._refused = token
-                self.polling_error = (
-                    f"Telegram refused the bot token ({exc}): it was revoked in @BotFather or is mistyped. Polling has stopped: "
-                    f"get the bot's token from @BotFather (/token) and write it to {self.token_file.path} (chmod 600); "
-                    "polling starts again by itself"
-                )
-                self.counters.failed(self.polling_error, time.time())
-                log.error("Telegram: %s", self.polling_error)
+                self._token_refused(token, exc)
                 continue
             except RetryAfter as exc:
                 wait = min(MAX_DELAY_SECONDS, _seconds(exc.retry_after))
@@ -213,24 +248,106 @@ class Telegram:
                 log.warning("Telegram: too many requests; polling again in %.0f s, as Telegram asked", wait)
                 await asyncio.sleep(wait)
                 continue
-            except (NetworkError, Conflict, TelegramError) as exc:
-                why = (
-                    f"another program is polling this bot's updates, or a webhook is set for it ({exc}): stop the other program, "
-                    "or delete the webhook (docs/telegram.md)"
-                    if isinstance(exc, Conflict)
-                    else f"the Bot API could not be reached or failed ({exc}); trying again in {delay:.0f} s"
-                )
-                self.counters.failed(why, time.time())
-                log.warning("Telegram: %s", why)
+            except Conflict as exc:
+                if not self._webhook_deleted:
+                    # A webhook set for the bot (webhook mode before, or another tool): tars is told to poll, so it goes.
+                    self._webhook_deleted = True
+                    with contextlib.suppress(TelegramError):
+                        await bot.delete_webhook()
+                        log.warning("Telegram: the bot had a webhook set; deleted it, as [telegram] webhook_url is empty (tars polls)")
+                        continue
+                self._poll_failed(exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(MAX_DELAY_SECONDS, delay * 2)
+                continue
+            except TelegramError as exc:
+                self._poll_failed(exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(MAX_DELAY_SECONDS, delay * 2)
+                continue
+            except SecretFileError:
+                await asyncio.sleep(TOKEN_CHECK_SECONDS)  # the file changed since the look above: status shows why
                 continue
             delay = FIRST_DELAY_SECONDS
             self._refused = self.polling_error = ""
             for update in updates:
-                await self._take(bot, update)
+                try:
+                    await self._take(bot, update)
+                except Exception:
+                    # Never the poller's end: the update is skipped (its log says why), the next ones are read.
+                    log.exception("Telegram: an update could not be taken in; skipped")
                 # After the update is recorded: a restart asks for the next one, and the recorded one is never answered twice.
                 await asyncio.to_thread(self.offsets.set, bot_id, update.update_id + 1)
+
+    def _poll_failed(self, exc: TelegramError, delay: float) -> None:
+        why = (
+            f"another program is polling this bot's updates, or a webhook is set for it ({exc}): stop the other program, "
+            "or delete the webhook (docs/telegram.md)"
+            if isinstance(exc, Conflict)
+            else f"the Bot API could not be reached or failed ({exc}); trying again in {delay:.1f} s"
+        )
+        self.counters.failed(why, time.time())
+        log.warning("Telegram: %s", why)
+
+    def _token_refused(self, token: str, exc: TelegramError) -> None:
+        self._refused = token
+        doing = "Polling has stopped" if self.webhook is None else "The webhook is not set"
+        self.polling_error = (
+            f"Telegram refused the bot token ({exc}): it was revoked in @BotFather or is mistyped. {doing}: "
+            f"get the bot's token from @BotFather (/token) and write it to {self.token_file.path} (chmod 600); "
+            "tars tries again by itself once the file holds another token"
+        )
+        self.counters.failed(self.polling_error, time.time())
+        log.error("Telegram: %s", self.polling_error)
+
+    # ---- webhook mode ----
+
+    async def _register(self) -> None:
+        """setWebhook with the address and the secret token, tried until Telegram takes it."""
+        delay = FIRST_DELAY_SECONDS
+        url = self.settings.webhook_url
+        while True:
+            try:
+                token, secret = self.token_file.get(), self.webhook_secret.get()
+            except SecretFileError:
+                await asyncio.sleep(TOKEN_CHECK_SECONDS)  # status shows why
+                continue
+            if token == self._refused:
+                await asyncio.sleep(TOKEN_CHECK_SECONDS)
+                continue
+            if not _SECRET_TOKEN.fullmatch(secret):
+                self.polling_error = (
+                    f"the webhook secret in {self.webhook_secret.path} holds characters Telegram does not accept: "
+                    "use 1 to 256 letters, digits, _ and - (e.g. `openssl rand -hex 32`)"
+                )
+                await asyncio.sleep(TOKEN_CHECK_SECONDS)
+                continue
+            try:
+                bot = await self._client()
+                await bot.set_webhook(url, secret_token=secret, allowed_updates=UPDATES)
+            except InvalidToken as exc:
+                self._token_refused(token, exc)
+                continue
+            except RetryAfter as exc:
+                await asyncio.sleep(min(MAX_DELAY_SECONDS, _seconds(exc.retry_after)))
+                continue
+            except TelegramError as exc:
+                self.polling_error = f"Telegram did not take the webhook {url} ({exc}); trying again in {delay:.1f} s"
+                self.counters.failed(self.polling_error, time.time())
+                log.warning("Telegram: %s", self.polling_error)
+                await asyncio.sleep(delay)
+                delay = min(MAX_DELAY_SECONDS, delay * 2)
+                continue
+            self._refused = self.polling_error = ""
+            log.info("Telegram: the webhook is set: Telegram posts the bot's updates to %s", url)
+            return
+
+    async def _take_posted(self, update: dict) -> None:
+        """An update the webhook was given: read and taken in as a polled one is."""
+        bot = await self._client()
+        parsed = Update.de_json(update, bot)
+        if parsed is not None:
+            await self._take(bot, parsed)
 
     async def _take(self, bot: Bot, update: Update) -> None:
         event = self._event(update)
@@ -354,10 +471,11 @@ class Telegram:
     # ---- status ----
 
     def status(self) -> ChannelStatus:
-        problems = [*self.problems, self.token_file.problem(), self.polling_error]
+        secrets_ = [self.token_file] if self.webhook is None else [self.token_file, self.webhook_secret]
+        problems = [*self.problems, *(secret.problem() for secret in secrets_), self.polling_error]
         return ChannelStatus(
             name=self.name,
-            path="",  # no webhook: tars polls the Bot API
+            path=self.path,  # "" when tars polls the Bot API
             error="; ".join(p for p in problems if p),
             allowed_senders=len(self.allowed),
             **dataclasses.asdict(self.counters),  # Counters' fields are ChannelStatus's, by name

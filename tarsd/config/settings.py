@@ -261,6 +261,10 @@ class TelegramConfig(msgspec.Struct, forbid_unknown_fields=True):
     allowed_users: list[int] = msgspec.field(default_factory=list)
     api_url: str = "https://api.telegram.org"  # tars calls {api_url}/bot{token}/{method}: a self-hosted Bot API server
     poll_timeout_seconds: int = 30  # how long one getUpdates call waits for a message before asking again
+    # Webhook mode instead of polling, for a public HTTPS address that reaches tarsd's HTTP listener
+    # ([http] enabled): "https://pi.example.ts.net/channels/telegram". Empty: tars polls.
+    webhook_url: str = ""
+    webhook_secret_file: str = ""  # empty: telegram_webhook_secret beside the config file (Telegram sends it with each post)
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True):

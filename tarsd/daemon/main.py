@@ -191,8 +191,14 @@ class Daemon:
             elif self.config.whatsapp.enabled:
                 self.whatsapp_error = "the WhatsApp channel's webhook is served on the HTTP listener: set [http] enabled = true as well"
                 log.error("WhatsApp channel not started: %s", self.whatsapp_error)
-            if self.config.telegram.enabled:
+            if self.config.telegram.enabled and not self.config.telegram.webhook_url:
                 await self._start_telegram(server)
+            elif self.config.telegram.enabled and not self.config.http.enabled:
+                self.telegram_error = (
+                    "[telegram] webhook_url is set, and the webhook is served on the HTTP listener: set [http] enabled = true "
+                    "as well, or empty webhook_url to have tars poll"
+                )
+                log.error("Telegram channel not started: %s", self.telegram_error)
             log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
             # Ready means "answers": the first scan and the model continue in the background,
             # and every search reply says how complete the index is.
@@ -258,6 +264,21 @@ class Daemon:
 
             whatsapp = WhatsApp(self.config.whatsapp, self.config_file, self.engine.store, server.dispatch)
             mounts.append(lambda _dispatch: Mount(whatsapp.path, whatsapp.webhook, lifespan=whatsapp.running, authenticates=True))
+        telegram = None
+        if self.config.telegram.enabled and self.config.telegram.webhook_url:
+            # Webhook mode: Telegram posts updates to the listener; the webhook checks Telegram's secret token itself.
+            from tarsd.serve.http_app import Mount
+
+            try:
+                from tarsd.channels.telegram import Telegram
+            except ImportError as exc:
+                self.telegram_error = (
+                    f"the Telegram channel needs python-telegram-bot ({exc}): reinstall tars (uv tool install --reinstall .)"
+                )
+                log.error("Telegram channel not started: %s", self.telegram_error)
+            else:
+                telegram = Telegram(self.config.telegram, self.config_file, self.engine.store, server.dispatch)
+                mounts.append(lambda _dispatch: Mount(telegram.path, telegram.webhook, lifespan=telegram.running, authenticates=True))
         door = HttpDoor(
             server,
             self.config.http,
@@ -270,12 +291,15 @@ class Daemon:
         except HttpStartError as exc:
             self.http_error = str(exc)
             self.whatsapp_error = f"the HTTP listener it is served on did not start: {exc}"
+            if telegram is not None:
+                self.telegram_error = f"the HTTP listener its webhook is served on did not start: {exc}"
             log.error("HTTP listener not started: %s", exc)
             if whatsapp is not None:
                 await whatsapp.graph.aclose()
             return
         self.http = door
         self.whatsapp = whatsapp
+        self.telegram = telegram
 
     async def _start_telegram(self, server) -> None:
         """The Telegram channel; the library is imported here, only when enabled. A channel that

@@ -24,8 +24,8 @@ from harness.vault_files import write
 from tarsctl.protocol import ListConversations
 
 TOKEN = "7700112233:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
-ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN = (4_100_000_000 + n for n in range(8))
-ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN]
+ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT = (4_100_000_000 + n for n in range(9))
+ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT]
 STRANGER = 5_999_000_111
 HOSTILE = "Prices: a < b && c > d; <script>alert(1)</script> & \"quoted\" 'x' <b>not bold</b> AT&T"
 
@@ -214,6 +214,19 @@ def test_a_429_is_waited_out_for_as_long_as_telegram_says(world):
     wait_for(lambda: telegram.called("getUpdates", refused.at + 0.01), "the next poll")
     assert telegram.called("getUpdates", refused.at + 0.01)[0].at - refused.at >= 1.9
     assert "polling again in 2 s, as Telegram asked" in daemon.log.read_text()
+
+
+def test_a_webhook_left_set_for_the_bot_is_deleted_and_polling_goes_on(world):
+    daemon, ollama, telegram, _ = world
+    start = time.time()
+    telegram.webhook = {"url": "https://old.example.org/channels/telegram", "secret_token": "", "allowed_updates": None}
+    wait_for(lambda: telegram.called("deleteWebhook", start), "the webhook to be deleted")
+    assert telegram.webhook is None
+    assert 409 in [c.status for c in telegram.called("getUpdates", start)]  # the poll Telegram refused
+    ollama.script = [{"text": "Polling again."}]
+    telegram.text(LEFT, "are you there?")
+    assert telegram.wait_texts(LEFT, 1, start) == ["Polling again."]
+    assert "deleted it, as [telegram] webhook_url is empty" in daemon.log.read_text()
 
 
 def test_a_restart_neither_repeats_nor_loses_an_update(world):

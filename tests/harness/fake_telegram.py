@@ -4,8 +4,9 @@ in the Bot API's wire format (parameters as a form, JSON or the query string; an
 recording every call (method, parameters, when, the status answered).
 
 Methods: getMe, getUpdates (long polling: it waits up to ``timeout`` seconds for an update; an
-``offset`` confirms, and forgets, every update before it, as Telegram does), sendMessage,
-sendChatAction, answerCallbackQuery, editMessageReplyMarkup. It checks what the real API checks
+``offset`` confirms, and forgets, every update before it, as Telegram does; 409 while a webhook
+is set), sendMessage, sendChatAction, answerCallbackQuery, editMessageReplyMarkup, setWebhook
+and deleteWebhook. It checks what the real API checks
 that tars could get wrong: the token (else 401 "Unauthorized"), the chat (a user who never
 wrote to the bot cannot be messaged: 403), a message's HTML (only Telegram's tags; every other
 ``<``, ``>`` and ``&`` escaped, else 400 "can't parse entities"), its length once parsed (4,096),
@@ -111,6 +112,7 @@ class FakeTelegram:
         self.known_chats: set[int] = set()  # users who wrote to the bot: only they can be messaged
         self.messages: dict[int, dict] = {}  # message_id -> a message the bot sent
         self.questions: list[dict] = []  # messages sent with buttons, as sent
+        self.webhook: dict | None = None  # what setWebhook was given: url, secret_token, allowed_updates
         self.cond = threading.Condition()
         self._update_ids = itertools.count(500_000)
         self._message_ids = itertools.count(1)
@@ -188,6 +190,8 @@ class FakeTelegram:
             "sendChatAction": self._chat_action,
             "answerCallbackQuery": lambda p: True,
             "editMessageReplyMarkup": self._edit_markup,
+            "setWebhook": self._set_webhook,
+            "deleteWebhook": self._delete_webhook,
         }.get(method)
         if handler is None:
             return self.error(404, "Not Found: method not found")
@@ -196,7 +200,24 @@ class FakeTelegram:
         except _Refused as exc:
             return self.error(exc.status, exc.description)
 
+    def _set_webhook(self, params: dict) -> bool:
+        url, secret = params.get("url", ""), params.get("secret_token", "")
+        if not url.startswith("https://"):
+            raise _Refused(400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook")
+        if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+            raise _Refused(400, "Bad Request: secret token contains unallowed characters")
+        self.webhook = {"url": url, "secret_token": secret, "allowed_updates": params.get("allowed_updates")}
+        return True
+
+    def _delete_webhook(self, params: dict) -> bool:
+        self.webhook = None
+        return True
+
     def _get_updates(self, params: dict) -> list[dict]:
+        if self.webhook is not None:
+            raise _Refused(
+                409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+            )
         offset, timeout = params.get("offset"), float(params.get("timeout") or 0)
         allowed = params.get("allowed_updates")
         end = time.monotonic() + timeout
@@ -270,7 +291,8 @@ class FakeTelegram:
 
     def _push(self, update: dict) -> int:
         with self.cond:
-            update["update_id"] = next(self._update_ids)
+            if "update_id" not in update:
+                update["update_id"] = next(self._update_ids)
             self.updates.append(update)
             self.cond.notify_all()
         return update["update_id"]
@@ -281,12 +303,16 @@ class FakeTelegram:
 
     def text(self, user_id: int, text: str, chat_type: str = "private", chat_id: int | None = None) -> int:
         """A user writes ``text`` to the bot; returns the update's id."""
+        return self._push(self.text_update(user_id, text, chat_type, chat_id))
+
+    def text_update(self, user_id: int, text: str, chat_type: str = "private", chat_id: int | None = None) -> dict:
+        """The update a message from ``user_id`` is, with an id of its own, not queued (for webhook mode: post it)."""
         if chat_type == "private":
             self.known_chats.add(user_id)
         chat = {"id": user_id if chat_id is None else chat_id, "type": chat_type}
         chat.update({"first_name": "User"} if chat_type == "private" else {"title": "A group"})
         message = {"message_id": next(self._message_ids), "from": self.user(user_id), "chat": chat, "date": int(time.time()), "text": text}
-        return self._push({"message": message})
+        return {"update_id": next(self._update_ids), "message": message}
 
     def photo(self, user_id: int) -> int:
         self.known_chats.add(user_id)
