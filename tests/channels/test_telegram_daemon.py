@@ -24,8 +24,8 @@ from harness.vault_files import write
 from tarsctl.protocol import ListConversations
 
 TOKEN = "7700112233:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
-ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT = (4_100_000_000 + n for n in range(9))
-ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT]
+ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO = (4_100_000_000 + n for n in range(11))
+ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO]
 STRANGER = 5_999_000_111
 HOSTILE = "Prices: a < b && c > d; <script>alert(1)</script> & \"quoted\" 'x' <b>not bold</b> AT&T"
 
@@ -162,6 +162,27 @@ def test_a_tool_call_is_approved_by_button_and_a_tap_from_another_user_does_noth
     assert "no longer open" in telegram.wait_texts(BUTTONS, 3, start)[2]
     assert len(journal.calls(since, tool="add_tasks")) == 1
     assert nonce not in json.dumps(ollama.bodies("/api/chat"))  # what answers a question never reaches the model
+
+
+def test_a_call_too_long_to_show_whole_is_not_asked_here_and_the_user_told_where(world):
+    daemon, ollama, telegram, journal = world
+    since, start = journal.mark(), time.time()
+    long = [f"task number {n} of many" for n in range(200)]  # about 5,000 characters, none of them blank
+    ollama.script = [{"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": long}}]}, {"text": "Not added."}]
+    telegram.text(PADDED, "add my many tasks")
+    told, answer = telegram.wait_texts(PADDED, 2, start)
+    assert "too long to show whole in Telegram, so it cannot be approved here: it was not run" in told and "tarsctl chat" in told
+    assert answer == "Not added." and not [q for q in telegram.questions if q["chat"]["id"] == PADDED]
+    assert not journal.calls(since, tool="add_tasks")
+
+
+def test_a_photo_gets_a_line_saying_tars_reads_text_only(world):
+    daemon, ollama, telegram, _ = world
+    chats, start = len(ollama.bodies("/api/chat")), time.time()
+    telegram.photo(PHOTO)
+    [told] = telegram.wait_texts(PHOTO, 1, start)
+    assert told == "tars reads only text messages; this one (photo) was not read. Send it as text, please."
+    assert len(ollama.bodies("/api/chat")) == chats
 
 
 def test_a_6000_character_reply_arrives_as_two_messages_cut_between_paragraphs(world):
