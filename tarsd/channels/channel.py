@@ -12,8 +12,8 @@ from typing import Protocol
 class Inbound:
     """A message a person sent, as the messenger delivered it."""
 
-    sender: str  # the messenger's id of the person: a phone number in WhatsApp
-    message_id: str  # the messenger's id of the message: the same on every delivery of it
+    sender: str  # the messenger's id of the person: a phone number in WhatsApp, a numeric user id in Telegram
+    message_id: str  # the messenger's id of the message: the same on every delivery of it (Telegram: the update's id)
     at: float  # when the person sent it (unix time), by the messenger's clock
 
 
@@ -71,7 +71,7 @@ class SendFailed(Exception):
 
 
 class Channel(Protocol):
-    name: str  # "whatsapp": conversations are "whatsapp:<sender>"
+    name: str  # "whatsapp", "telegram": conversations are "<name>:<sender>"
     counters: Counters
 
     def format(self, markdown: str) -> list[str]:

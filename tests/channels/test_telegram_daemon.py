@@ -9,7 +9,9 @@ daemon or break its token come last."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -24,8 +26,8 @@ from harness.vault_files import write
 from tarsctl.protocol import ListConversations
 
 TOKEN = "7700112233:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
-ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO = (4_100_000_000 + n for n in range(11))
-ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO]
+ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED = (4_100_000_000 + n for n in range(12))
+ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED]
 STRANGER = 5_999_000_111
 HOSTILE = "Prices: a < b && c > d; <script>alert(1)</script> & \"quoted\" 'x' <b>not bold</b> AT&T"
 
@@ -268,6 +270,22 @@ def test_a_restart_neither_repeats_nor_loses_an_update(world):
     assert said(ollama.bodies("/api/chat")[-1])[-2:] == ["my saddle is squeaky", "what did I tell you?"]
     # The first poll after the start went on from the offset kept in the database.
     assert telegram.called("getUpdates", restarted)[0].params["offset"] == second == first + 1
+
+
+def test_a_message_cut_off_by_kill_9_is_noted_at_the_next_start_and_not_fetched_again(world):
+    daemon, ollama, telegram, _ = world
+    since, start = len(ollama.bodies("/api/chat")), time.time()
+    ollama.script = [{"text": "a slow answer that never arrives " * 10, "delay": 0.5}]
+    telegram.text(KILLED, "plan my week please")
+    wait_for(lambda: len(ollama.bodies("/api/chat")) > since, "the model to be asked")
+    wait_for(lambda: telegram.pending() == 0, "the update to be confirmed")  # its offset is kept: Telegram forgets it
+    os.kill(daemon.process.pid, signal.SIGKILL)
+    daemon.process.wait()
+    daemon.start()
+    [notice] = telegram.wait_texts(KILLED, 1, start)
+    assert notice.startswith("tarsd stopped before answering your message of") and "“plan my week please”" in notice
+    time.sleep(1.5)
+    assert telegram.texts(KILLED, start) == [notice] and len(ollama.bodies("/api/chat")) == since + 1
 
 
 def test_a_revoked_token_stops_polling_with_a_status_error_until_a_new_one_is_written(world):
