@@ -239,6 +239,45 @@ def test_a_429_is_waited_out_for_as_long_as_telegram_says(world):
     assert "polling again in 2 s, as Telegram asked" in daemon.log.read_text()
 
 
+def test_a_5xx_is_backed_off_and_tried_again_for_a_send_and_a_poll(world):
+    daemon, ollama, telegram, _ = world
+    start = time.time()
+    telegram.fail("sendMessage", 502, "Bad Gateway", times=2)
+    ollama.script = [{"text": "Through at last."}]
+    telegram.text(SLOW, "again?")
+    assert telegram.wait_texts(SLOW, 1, start) == ["Through at last."]
+    first, second, third = [c for c in telegram.called("sendMessage", start) if c.params["chat_id"] == SLOW]
+    assert (first.status, second.status, third.status) == (502, 502, 200)
+    assert second.at - first.at >= 0.45 and third.at - second.at >= 0.95  # 0.5 s, doubling
+
+    telegram.fail("getUpdates", 500, "Internal Server Error", times=2)
+    wait_for(lambda: len([c for c in telegram.called("getUpdates", start) if c.status == 500]) == 2, "two refused polls")
+    one, two = [c for c in telegram.called("getUpdates", start) if c.status == 500]
+    wait_for(lambda: telegram.called("getUpdates", two.at + 0.01), "the poll after them")
+    assert two.at - one.at >= 0.45 and telegram.called("getUpdates", two.at + 0.01)[0].at - two.at >= 0.95
+    status = channel(daemon)
+    assert status.error == "" and "Internal Server Error" in status.last_error  # passing: a warning only in its log
+
+
+def test_a_token_file_others_can_read_is_not_used_until_fixed(world):
+    daemon, ollama, telegram, _ = world
+    token = Path(daemon.env["TARS_CONFIG"]).parent / "telegram_token"
+    token.chmod(0o644)
+    try:
+        status = wait_for(lambda: (found := channel(daemon)).error and found, "the status to show the file")
+        assert "can be read by others" in status.error and "chmod 600" in status.error
+        quiet = time.time()
+        time.sleep(2.5)  # the poll under way ends; no other starts
+        assert not [c for c in telegram.calls if c.at >= quiet + 1.2]
+    finally:
+        token.chmod(0o600)
+    start = time.time()
+    ollama.script = [{"text": "Readable again."}]
+    telegram.text(SLOW, "and now?")
+    assert telegram.wait_texts(SLOW, 1, start) == ["Readable again."]
+    assert channel(daemon).error == ""
+
+
 def test_a_webhook_left_set_for_the_bot_is_deleted_and_polling_goes_on(world):
     daemon, ollama, telegram, _ = world
     start = time.time()
