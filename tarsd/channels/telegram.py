@@ -84,7 +84,7 @@ class _HideToken(logging.Filter):
 
 
 def _hide_tokens() -> None:
-    for name in ("httpx", "httpcore", "telegram"):
+    for name in ("httpx", "httpcore", "telegram", __name__):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _HideToken) for f in logger.filters):
             logger.addFilter(_HideToken())
