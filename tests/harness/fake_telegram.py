@@ -120,6 +120,9 @@ class FakeTelegram:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The headers and the body are two writes: with Nagle's algorithm the body waits for the
+            # client's delayed ACK of the headers (40 ms a response), which Telegram's servers do not add.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
