@@ -118,7 +118,7 @@ class Telegram:
             self.webhook_secret = SecretFile(secret, "[telegram] webhook_secret_file", hint)
             self.webhook = TelegramWebhook(self.webhook_secret, self._take_posted, self.counters)
             self.path = WEBHOOK_PATH
-        self.allowed = {str(user) for user in settings.allowed_users}
+        self.allowed = {str(user).strip() for user in settings.allowed_users if str(user).strip().isdigit()}
         self.problems = self._check(settings)
         self.relay = Relay(
             self,
@@ -143,6 +143,13 @@ class Telegram:
         problems = []
         if not settings.allowed_users:
             problems.append("[telegram] allowed_users is empty: nobody can talk to tars; put your own user id there (docs/telegram.md)")
+        odd = [str(user) for user in settings.allowed_users if not str(user).strip().isdigit()]
+        if odd:
+            problems.append(
+                f"[telegram] allowed_users has {len(odd)} entr{'y' if len(odd) == 1 else 'ies'} that are not numeric user ids "
+                f"({', '.join(repr(user[:40]) for user in odd[:3])}): usernames are not accepted, as they can be changed and "
+                "taken by someone else; put the numeric id there (docs/telegram.md: Find your user id)"
+            )
         url = urlsplit(settings.api_url)
         if url.scheme not in ("http", "https") or not url.netloc:
             problems.append(f"[telegram] api_url {settings.api_url!r} is not an http(s) address")

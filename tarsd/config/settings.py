@@ -258,7 +258,8 @@ class TelegramConfig(msgspec.Struct, forbid_unknown_fields=True):
     token_file: str = ""  # empty: telegram_token beside the config file
     # The user's own numeric Telegram user ids (not @usernames: those can be changed and taken
     # by someone else). Only they reach tars; anyone else is logged (hashed) and gets nothing.
-    allowed_users: list[int] = msgspec.field(default_factory=list)
+    # Text is read too, so that a username written here is named in status rather than refused unexplained.
+    allowed_users: list[int | str] = msgspec.field(default_factory=list)
     api_url: str = "https://api.telegram.org"  # tars calls {api_url}/bot{token}/{method}: a self-hosted Bot API server
     poll_timeout_seconds: int = 30  # how long one getUpdates call waits for a message before asking again
     # Webhook mode instead of polling, for a public HTTPS address that reaches tarsd's HTTP listener
