@@ -102,6 +102,75 @@ def whatsapp(config: Any, settings: Any, config_file: Path, http_get: HttpGet) -
     return found
 
 
+def telegram(config: Any, settings: Any, config_file: Path, http_get: HttpGet) -> list[Finding]:
+    """[telegram]: the settings (numeric user ids, addresses), the token file (and the webhook's
+    secret file in webhook mode), and ``getMe`` with the token: the Bot API answers it with the bot
+    when the token is right."""
+    from tarsd.channels.secrets import SecretFile
+    from tarsd.channels.telegram import TOKEN_FILE, WEBHOOK_SECRET_FILE, Telegram
+    from tarsd.tools.secret_files import SecretFileError
+
+    found: list[Finding] = []
+    for problem in Telegram._check(settings):
+        found.append(("problem", problem, ""))
+    folder = Path(config_file).expanduser().parent
+    token_path = Path(settings.token_file).expanduser() if settings.token_file else folder / TOKEN_FILE
+    token_file = SecretFile(
+        token_path, "[telegram] token_file", f"write the token @BotFather gave your bot on its first line, then `chmod 600 {token_path}`"
+    )
+    files = [token_file]
+    if settings.webhook_url:
+        if not config.http.enabled:
+            found.append(
+                (
+                    "problem",
+                    "webhook_url is set, but the webhook is served on the HTTP listener, which is off",
+                    "set [http] enabled = true, or empty webhook_url to poll",
+                )
+            )
+        secret = Path(settings.webhook_secret_file).expanduser() if settings.webhook_secret_file else folder / WEBHOOK_SECRET_FILE
+        files.append(
+            SecretFile(secret, "[telegram] webhook_secret_file", f"write a random word on its first line, then `chmod 600 {secret}`")
+        )
+    found += [("problem", problem, "") for problem in (file.problem() for file in files) if problem]
+    try:
+        token = token_file.get()
+    except SecretFileError:
+        return found  # said above
+    api = settings.api_url.rstrip("/")
+    status, body, error = http_get(f"{api}/bot{token}/getMe", None)
+    where = f"{api}/bot<token>/getMe"  # never the token itself: doctor's output is pasted into bug reports
+    if status is None:
+        found.append(("problem", f"the Bot API cannot be reached at {where} ({error})", "check the network, or [telegram] api_url"))
+        return found
+    answer = _json(body)
+    bot = answer.get("result") if isinstance(answer.get("result"), dict) else {}
+    if status == 200 and answer.get("ok") is True:
+        name = bot.get("username", "")
+        summary = f"the Bot API knows the token: the bot @{name}" if name else "the Bot API knows the token"
+        users = len([u for u in settings.allowed_users if str(u).strip().isdigit()])
+        found.append(
+            (
+                "ok",
+                summary + f"; {users} allowed user{'s' * (users != 1)}; " + ("webhook mode" if settings.webhook_url else "long polling"),
+                "",
+            )
+        )
+    elif status in (401, 404):
+        found.append(
+            (
+                "problem",
+                f"the Bot API refused the token in {token_path} (HTTP {status}: {str(answer.get('description', ''))[:200]})",
+                "ask @BotFather for the bot's token (/token), write it on the file's first line, mode 600",
+            )
+        )
+    else:
+        found.append(
+            ("problem", f"the Bot API answered HTTP {status} to getMe: {str(answer.get('description', ''))[:200]}", "try again later")
+        )
+    return found
+
+
 def _json(body: bytes) -> dict:
     try:
         found = json.loads(body)
@@ -127,4 +196,5 @@ def _graph_error(body: bytes) -> tuple[int | None, str]:
 # Config section -> its check. A messenger channel added to tars adds its line here.
 CHANNEL_CHECKS: dict[str, Callable[[Any, Any, Path, HttpGet], list[Finding]]] = {
     "whatsapp": whatsapp,
+    "telegram": telegram,
 }

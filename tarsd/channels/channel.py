@@ -13,9 +13,10 @@ class Inbound:
     """A message a person sent, as the messenger delivered it."""
 
     # The messenger's id of the person, the one replies go to and their conversation is named by:
-    # in WhatsApp their phone number, or their BSUID when the message carries no number.
+    # in WhatsApp their phone number, or their BSUID when the message carries no number; in Telegram
+    # their numeric user id.
     sender: str
-    message_id: str  # the messenger's id of the message: the same on every delivery of it
+    message_id: str  # the messenger's id of the message: the same on every delivery of it (Telegram: the update's id)
     at: float  # when the person sent it (unix time), by the messenger's clock
     # Other ids the same message names the person by (WhatsApp: the BSUID beside the number): the
     # message is the user's when the sender or any of these is on the allow list.
@@ -92,7 +93,7 @@ class SendFailed(Exception):
 
 
 class Channel(Protocol):
-    name: str  # "whatsapp": conversations are "whatsapp:<sender>"
+    name: str  # "whatsapp", "telegram": conversations are "<name>:<sender>"
     counters: Counters
 
     def format(self, markdown: str) -> list[str]:

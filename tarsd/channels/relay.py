@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 ServerDispatch = Callable[[Message, Peer], AsyncIterator[Message]]
 
-TYPING_REFRESH_SECONDS = 20.0  # WhatsApp drops its typing indicator after 25 s
+TYPING_REFRESH_SECONDS = 20.0  # WhatsApp drops its typing indicator after 25 s (a channel may say otherwise)
 QUESTION_SECONDS = 3600.0  # a question that is not a tool approval (remember: replace?) is kept this long
 MAX_QUESTIONS = 200  # open questions in all; the oldest go first
 STOP_GRACE_SECONDS = 1.0  # for what is under way to end when tarsd stops, then as long again once cancelled
@@ -109,8 +109,12 @@ class Relay:
         dispatch: ServerDispatch,
         seen: SeenMessages,
         allowed: set[str],
+        typing_every: float = TYPING_REFRESH_SECONDS,
+        allow_list: str = "allowed_senders",
     ):
         self.channel = channel
+        self.typing_every = typing_every  # how long the messenger shows its typing indicator
+        self.allow_list = allow_list  # the setting that lists who may talk to tars, for the log
         self.title = title  # "WhatsApp", for people
         self.dispatch = dispatch
         self.seen = seen
@@ -148,9 +152,11 @@ class Relay:
                 more = f" ({self._strangers - 1} more since the last line)" if self._strangers > 1 else ""
                 self._stranger_logged_at, self._strangers = time.monotonic(), 0
                 log.warning(
-                    "%s: dropped a message from %s, a sender not in allowed_senders: not read, not answered%s (at most a line a minute)",
+                    "%s: dropped a message from %s, a %s not in %s: not read, not answered%s (at most a line a minute)",
                     self.title,
                     who,
+                    "sender" if self.allow_list == "allowed_senders" else "user",
+                    self.allow_list,
                     more,
                 )
             return
@@ -288,7 +294,7 @@ class Relay:
             latest = self._latest.get(sender)
             if latest and not any(q.sender == sender for q in self._questions.values()):
                 await self.channel.typing(sender, latest)
-            await asyncio.sleep(TYPING_REFRESH_SECONDS)
+            await asyncio.sleep(self.typing_every)
 
     # ---- a sender's new id ----
 

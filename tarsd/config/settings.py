@@ -264,6 +264,28 @@ class WhatsAppConfig(msgspec.Struct, forbid_unknown_fields=True):
     graph_url: str = "https://graph.facebook.com/v21.0"
 
 
+class TelegramConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """tars in Telegram through the Bot API (docs/telegram.md): tars asks Telegram for its bot's
+    messages (long polling, an outgoing HTTPS connection only: no public address, no HTTP
+    listener needed) and answers through the same API. The bot token lives in a file of mode
+    0600, never here."""
+
+    enabled: bool = False
+    token_file: str = ""  # empty: telegram_token beside the config file
+    # The user's own numeric Telegram user ids (not @usernames: those can be changed and taken
+    # by someone else). Only they reach tars; anyone else is logged (hashed) and gets nothing.
+    # Text is read too, so that a username written here is named in status rather than refused unexplained.
+    allowed_users: list[int | str] = msgspec.field(default_factory=list)
+    api_url: str = "https://api.telegram.org"  # tars calls {api_url}/bot{token}/{method}: a self-hosted Bot API server
+    # How long one getUpdates call waits for a message before asking again: 1 to 50 (0 would ask
+    # without waiting, over and over; Telegram's servers answer after at most 50 s).
+    poll_timeout_seconds: Annotated[int, msgspec.Meta(ge=1, le=50)] = 30
+    # Webhook mode instead of polling, for a public HTTPS address that reaches tarsd's HTTP listener
+    # ([http] enabled): "https://pi.example.ts.net/channels/telegram". Empty: tars polls.
+    webhook_url: str = ""
+    webhook_secret_file: str = ""  # empty: telegram_webhook_secret beside the config file (Telegram sends it with each post)
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
@@ -274,6 +296,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
     whatsapp: WhatsAppConfig = msgspec.field(default_factory=WhatsAppConfig)
+    telegram: TelegramConfig = msgspec.field(default_factory=TelegramConfig)
 
     @property
     def vault_path(self) -> Path:
@@ -304,6 +327,7 @@ SECTIONS = {
     "http": HttpConfig,
     "mcp": McpConfig,
     "whatsapp": WhatsAppConfig,
+    "telegram": TelegramConfig,
 }
 
 

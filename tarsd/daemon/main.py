@@ -2,7 +2,7 @@
 
 Start-up order: signal handlers (the very first thing), config, one-daemon-per-vault lock,
 database, socket, watcher, the HTTP listener (when [http] enabled, with the WhatsApp channel's webhook
-when [whatsapp] is enabled too), then READY=1 to systemd,
+when [whatsapp] is enabled too), the Telegram channel's poller (when [telegram] enabled), then READY=1 to systemd,
 then the MCP servers whose tools the chat may call ([mcp.servers], in the background).
 Nothing waits for the first reconcile or the embedding model: both run in the background
 while tarsd already answers (search replies say how complete the index is). SIGTERM or
@@ -34,6 +34,7 @@ from tarsctl.shown import shown_text
 
 if TYPE_CHECKING:
     from tarsctl.protocol import Coverage
+    from tarsd.channels.telegram import Telegram
     from tarsd.channels.whatsapp import WhatsApp
     from tarsd.chat.assistant import Assistant
     from tarsd.config.budget import Plan
@@ -114,6 +115,8 @@ class Daemon:
         self.http_error = ""  # why the enabled HTTP listener is not listening
         self.whatsapp: WhatsApp | None = None  # the WhatsApp channel, on the HTTP listener
         self.whatsapp_error = ""  # why the enabled channel is not served
+        self.telegram: Telegram | None = None  # the Telegram channel: it polls the Bot API, no listener needed
+        self.telegram_error = ""  # why the enabled channel is not running
 
     def request_stop(self, why: str) -> None:
         if not self._stop.is_set():
@@ -191,6 +194,14 @@ class Daemon:
             elif self.config.whatsapp.enabled:
                 self.whatsapp_error = "the WhatsApp channel's webhook is served on the HTTP listener: set [http] enabled = true as well"
                 log.error("WhatsApp channel not started: %s", self.whatsapp_error)
+            if self.config.telegram.enabled and not self.config.telegram.webhook_url:
+                await self._start_telegram(server)
+            elif self.config.telegram.enabled and not self.config.http.enabled:
+                self.telegram_error = (
+                    "[telegram] webhook_url is set, and the webhook is served on the HTTP listener: set [http] enabled = true "
+                    "as well, or empty webhook_url to have tars poll"
+                )
+                log.error("Telegram channel not started: %s", self.telegram_error)
             log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
             # Ready means "answers": the first scan and the model continue in the background,
             # and every search reply says how complete the index is.
@@ -213,6 +224,8 @@ class Daemon:
                 self.watcher.stop()
             if self.http is not None:
                 await self.http.close()  # before the socket server: its requests run through the socket's dispatcher
+            if self.telegram is not None:
+                await self.telegram.stop()  # as the HTTP listener: its chats run through the socket's dispatcher
             if server is not None:
                 await server.close()
                 socket_path.unlink(missing_ok=True)
@@ -254,6 +267,21 @@ class Daemon:
 
             whatsapp = WhatsApp(self.config.whatsapp, self.config_file, self.engine.store, server.dispatch)
             mounts.append(lambda _dispatch: Mount(whatsapp.path, whatsapp.webhook, lifespan=whatsapp.running, authenticates=True))
+        telegram = None
+        if self.config.telegram.enabled and self.config.telegram.webhook_url:
+            # Webhook mode: Telegram posts updates to the listener; the webhook checks Telegram's secret token itself.
+            from tarsd.serve.http_app import Mount
+
+            try:
+                from tarsd.channels.telegram import Telegram
+            except ImportError as exc:
+                self.telegram_error = (
+                    f"the Telegram channel needs python-telegram-bot ({exc}): reinstall tars (uv tool install --reinstall .)"
+                )
+                log.error("Telegram channel not started: %s", self.telegram_error)
+            else:
+                telegram = Telegram(self.config.telegram, self.config_file, self.engine.store, server.dispatch)
+                mounts.append(lambda _dispatch: Mount(telegram.path, telegram.webhook, lifespan=telegram.running, authenticates=True))
         door = HttpDoor(
             server,
             self.config.http,
@@ -266,12 +294,27 @@ class Daemon:
         except HttpStartError as exc:
             self.http_error = str(exc)
             self.whatsapp_error = f"the HTTP listener it is served on did not start: {exc}"
+            if telegram is not None:
+                self.telegram_error = f"the HTTP listener its webhook is served on did not start: {exc}"
             log.error("HTTP listener not started: %s", exc)
             if whatsapp is not None:
                 await whatsapp.graph.aclose()
             return
         self.http = door
         self.whatsapp = whatsapp
+        self.telegram = telegram
+
+    async def _start_telegram(self, server) -> None:
+        """The Telegram channel; the library is imported here, only when enabled. A channel that
+        cannot start is logged and shown in status: the rest of tarsd goes on without it."""
+        try:
+            from tarsd.channels.telegram import Telegram
+        except ImportError as exc:
+            self.telegram_error = f"the Telegram channel needs python-telegram-bot ({exc}): reinstall tars (uv tool install --reinstall .)"
+            log.error("Telegram channel not started: %s", self.telegram_error)
+            return
+        self.telegram = Telegram(self.config.telegram, self.config_file, self.engine.store, server.dispatch)
+        await self.telegram.start()
 
     def http_status(self):
         from tarsctl.protocol import HttpStatus
@@ -283,11 +326,16 @@ class Daemon:
     def channels_status(self) -> list:
         from tarsctl.protocol import ChannelStatus
 
+        channels = []
         if self.whatsapp is not None:
-            return [self.whatsapp.status()]
-        if self.config.whatsapp.enabled:
-            return [ChannelStatus(name="whatsapp", path="/channels/whatsapp", error=self.whatsapp_error)]
-        return []
+            channels.append(self.whatsapp.status())
+        elif self.config.whatsapp.enabled:
+            channels.append(ChannelStatus(name="whatsapp", path="/channels/whatsapp", error=self.whatsapp_error))
+        if self.telegram is not None:
+            channels.append(self.telegram.status())
+        elif self.config.telegram.enabled:
+            channels.append(ChannelStatus(name="telegram", title="Telegram", receives="long polling", error=self.telegram_error))
+        return channels
 
     async def _stop_workers(self, workers: list[asyncio.Task]) -> bool:
         """True when both workers reached a safe point within the grace period."""

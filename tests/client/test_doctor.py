@@ -391,3 +391,43 @@ def test_an_enabled_whatsapp_channel_is_checked_down_to_the_graph_api(tmp_path: 
     configure(graph_url=closed_port_url() + "/v21.0")
     _, checks, _ = doctor(env)
     assert status(checks, "whatsapp") == "problem" and "the Graph API cannot be reached" in text(checks, "whatsapp")
+
+
+def test_an_enabled_telegram_channel_is_checked_down_to_the_bot_api(tmp_path: Path, vault: Path, model_dir: Path):
+    """Issue 38: doctor checks the Telegram channel's setup: usernames in allowed_users, the token
+    file and its mode, and the token as the Bot API answers getMe (against the fake Bot API); the
+    token itself never appears in doctor's output."""
+    from harness.fake_telegram import FakeTelegram
+
+    state = tmp_path / "state"
+    state.mkdir()
+    config = state / "config.toml"
+    token = state / "telegram_token"
+    env = isolated_env(tmp_path, TARS_CONFIG=str(config), TARS_VAULT=str(vault), TARS_MODEL_DIR=str(model_dir))
+    with FakeTelegram("123:right") as bot_api:
+        config.write_text(f'[telegram]\nenabled = true\nallowed_users = [4242, "@sam"]\napi_url = {json.dumps(bot_api.url)}\n')
+        code, checks, _ = doctor(env)
+        assert code == 1 and status(checks, "telegram") == "problem"
+        found = text(checks, "telegram")
+        assert "usernames are not accepted" in found and f"{token} does not exist" in found
+
+        token.write_text("123:wrong\n")
+        token.chmod(0o644)
+        config.write_text(f"[telegram]\nenabled = true\nallowed_users = [4242]\napi_url = {json.dumps(bot_api.url)}\n")
+        _, checks, _ = doctor(env)
+        found = text(checks, "telegram")
+        assert "can be read by others" in found
+
+        token.chmod(0o600)
+        _, checks, _ = doctor(env)
+        found = text(checks, "telegram")
+        assert f"the Bot API refused the token in {token}" in found and "@BotFather" in found and "123:wrong" not in found
+
+        token.write_text("123:right\n")
+        _, checks, _ = doctor(env)
+        assert [c["status"] for c in checks["telegram"]] == ["ok"], checks["telegram"]
+        assert "the Bot API knows the token: the bot @tars_test_bot; 1 allowed user; long polling" in text(checks, "telegram")
+        assert "123:right" not in json.dumps(checks)
+
+    _, checks, _ = doctor(env)  # the Bot API is gone
+    assert status(checks, "telegram") == "problem" and "cannot be reached" in text(checks, "telegram")
