@@ -12,7 +12,7 @@ single mode by more than 0.005, on nDCG@10 and on MRR@10. Tune on ``dev``; ``hel
 the figure to report.
 
     python bench/search_quality.py [--sets scifact dendron arguana squad foam demo] [--modes fts vec hybrid]
-                                   [--split dev|held-out] [--queries N] [--json out.json] [--explain]
+                                   [--split dev|held-out] [--queries N] [--json out.json] [--explain] [--markdown]
 """
 
 from __future__ import annotations
@@ -198,6 +198,28 @@ def reliability_table(name: str, results: list[dict], modes: list[str]) -> None:
         )
 
 
+def band_share(results: list[dict], split: str, mode: str, band: str) -> str:
+    """'share (relevant of hits)' for the top-10 hits of one split and mode shown in ``band``."""
+    judged = [
+        r["grades"].get(path, 0) > 0
+        for r in results
+        if r["split"] == split
+        for path, hit_band in zip(r["modes"][mode]["ranked"], r["modes"][mode]["bands"], strict=True)
+        if hit_band == band
+    ]
+    return f"{sum(judged) / len(judged):.2f} ({sum(judged)} of {len(judged)})" if judged else "none"
+
+
+def reliability_markdown(report: dict[str, list[dict]], modes: list[str]) -> None:
+    """The reliability table as docs/search.md shows it: per set and mode, both halves."""
+    print("\n| set | mode | relevant hits relevant, dev | held-out | not hits relevant, dev | held-out |")
+    print("|---|---|---|---|---|---|")
+    for name, results in report.items():
+        for mode in modes:
+            cells = [band_share(results, split, mode, band) for band in ("relevant", "not") for split in ("dev", "held-out")]
+            print(f"| {name} | {mode} | " + " | ".join(cells) + " |")
+
+
 def explain(results: list[dict], modes: list[str]) -> None:
     """Per query and mode: the rank of each relevant note (- when not in the top 10) and the top 3."""
     for r in results:
@@ -220,6 +242,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set (after --split)")
     parser.add_argument("--json", type=Path, help="write the per-query results (ranked notes, bands, metrics) here")
     parser.add_argument("--explain", action="store_true", help="print where each relevant note ranked, per query and mode")
+    parser.add_argument("--markdown", action="store_true", help="print the reliability table as docs/search.md shows it, at the end")
     args = parser.parse_args()
 
     cache = cache_dir()
@@ -243,6 +266,8 @@ def main() -> None:
         misses += quality_table(name, results, args.modes)
         reliability_table(name, results, args.modes)
         report[name] = results
+    if args.markdown:
+        reliability_markdown(report, args.modes)
     if args.json:
         args.json.write_text(json.dumps(report, ensure_ascii=False) + "\n", encoding="utf-8")
     print("\nhybrid >= best single mode - 0.005 (nDCG@10, MRR@10) in every set, split and length band:", met(not misses))

@@ -483,7 +483,8 @@ class Searcher:
                 c.rule = f"maybe at least: within {NEAR_BEST_COSINE} of the best cosine"
             if 0 < c.holders <= FEW_HOLDERS and mode != "vec" and c.score < MAYBE:
                 c.score = MAYBE
-                c.rule = f"maybe at least: one of {c.holders} notes holding every query word found in the vault"
+                holding = "the only note" if c.holders == 1 else f"one of {c.holders} notes"
+                c.rule = f"maybe at least: {holding} holding every query word found in the vault"
             if c.sole and mode != "vec" and c.score < KINDA:
                 c.score = KINDA
                 c.rule = "kinda at least: the only note holding the query's words"

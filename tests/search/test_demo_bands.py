@@ -35,6 +35,7 @@ def demo(make_engine, vault):
 # (query, the note it should put first, the least band in fts and hybrid, the least band in vec)
 EXPECTED = [
     ("sourdough oven temperature", "Sourdough.md", "kinda", "maybe"),  # README.md's example
+    ("what temperature to bake bread at", "Sourdough.md", "kinda", "maybe"),  # the vec query
     ("Zigbee", "Home automation.md", "kinda", "maybe"),  # a word found in one note only
     ("stretch and fold", "Sourdough.md", "kinda", "maybe"),  # words found in one note only
     ("Sourdough", "Sourdough.md", "kinda", "kinda"),  # exact titles
