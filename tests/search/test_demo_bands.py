@@ -91,3 +91,24 @@ def test_tarsctl_explain_shows_the_score_the_band_was_read_from(start_daemon, va
     assert made, why
     if made.group(2) != score:  # the shown score is not the calibrated value: the line says which rule set it
         assert re.search(r"; shown (kinda|relevant)\b", why), why
+
+
+def test_the_issues_hybrid_hit_is_kinda_and_says_why():
+    """The issue's figures: `xylophonequartz`, keyword #1 (bm25 8.55, covers 100%), a third in
+    the vector list at cosine 0.22: fused 0.609, shown [maybe 0.39] with no word why. The only
+    note holding the word is kinda at least, and the hit says the value, its score and the rule."""
+    from tarsd.search.searcher import Candidate, Searcher, signals
+
+    hit = Candidate(chunk=1, path="Words.md", keyword_rank=1, bm25=8.55, top_bm25=8.55, coverage=1.0, query_coverage=1.0)
+    hit.vector_rank, hit.cosine, hit.sole, hit.whole, hit.holders = 3, 0.218, True, True, 1
+    nearer = [Candidate(chunk=n + 2, path=f"other-{n}.md", vector_rank=n + 1, cosine=0.3 - n / 100) for n in range(2)]
+    searcher = Searcher(store=None, embedder=None)
+    try:
+        ranked = searcher.rank([hit, *nearer], "hybrid")
+    finally:
+        searcher.close()
+    assert ranked[0] is hit and round(hit.fused, 3) == 0.609 and round(hit.calibrated, 2) == 0.39
+    assert hit.score == 0.5 and hit.rule == "kinda at least: the only note holding the query's words"
+    why = signals(hit, "hybrid")
+    assert (why.fused, why.calibrated, why.rule) == (0.609, 0.3862, hit.rule), why
+    assert why.scale == "fused on hybrid's scale: maybe from 0.50, kinda 0.70, relevant 0.86"
