@@ -218,11 +218,11 @@ def leads(c: Candidate, below: Candidate | None, mode: str) -> bool:
     return c.cosine - below.cosine >= LEADS["vec"]
 
 
-def shown_score(value: float, mode: str, long_query: bool) -> float:
-    """The mode's value on the bands' 0..1 scale: 0.25 where maybe begins, 0.5 kinda, 0.75 relevant."""
+def shown_score(value: float, mode: str) -> float:
+    """The mode's value on the bands' 0..1 scale: 0.25 where maybe begins, 0.5 kinda, 0.75 relevant
+    (a long query's cap and the other rules come after, in Searcher.rank)."""
     maybe, kinda, relevant = ANCHORS[mode]
-    score = calibrate(value, ((0.0, 0.0), (maybe, 0.25), (kinda, 0.5), (relevant, 0.75), (1.0, 1.0)))
-    return min(score, LONG_QUERY_CAP) if long_query else score
+    return calibrate(value, ((0.0, 0.0), (maybe, 0.25), (kinda, 0.5), (relevant, 0.75), (1.0, 1.0)))
 
 
 def keyword_weight(query_coverage: float) -> float:
@@ -470,7 +470,7 @@ class Searcher:
         next_in_list = {id(c): below for c, below in zip(by_rank, [*by_rank[1:], None], strict=False)}
         best_cosine = max((c.cosine for c in pool), default=0.0) if mode == "vec" else 0.0
         for c in ordered:
-            c.calibrated = c.score = shown_score(c.fused, mode, long_query=False)
+            c.calibrated = c.score = shown_score(c.fused, mode)
             c.rule = ""
             if long_query and c.score > LONG_QUERY_CAP:
                 c.score = LONG_QUERY_CAP
@@ -492,7 +492,7 @@ class Searcher:
                 c.score = RELEVANT
                 c.rule = "relevant: the query is its name" if c.named else "relevant: both lists put it first"
         for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
-            if below.score > above.score:  # shown scores never fall down the list
+            if below.score > above.score:  # a hit never shows more than the one above it
                 above.score = below.score
                 above.rule = "raised to the next hit's score: scores never rise down the list"
         return ordered
