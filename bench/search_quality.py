@@ -1,4 +1,4 @@
-"""Search quality on five judged sets of different shapes (bench/search_sets.py): nDCG@10,
+"""Search quality on six judged sets of different shapes (bench/search_sets.py): nDCG@10,
 MRR@10 and Recall@5 per mode, per query-length band and per split, and how often a hit in
 each score band is relevant.
 
@@ -11,8 +11,8 @@ The rule the tables check: in every set, split and length band, hybrid is not be
 single mode by more than 0.005, on nDCG@10 and on MRR@10. Tune on ``dev``; ``held-out`` is
 the figure to report.
 
-    python bench/search_quality.py [--sets scifact dendron arguana squad foam] [--modes fts vec hybrid]
-                                   [--split dev|held-out] [--queries N] [--json out.json] [--explain]
+    python bench/search_quality.py [--sets scifact dendron arguana squad foam demo] [--modes fts vec hybrid]
+                                   [--split dev|held-out] [--queries N] [--json out.json] [--explain] [--markdown]
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def run(engine, query_set: QuerySet, modes: list[str]) -> list[dict]:
             "modes": {},
         }
         for mode in modes:
-            response = engine.searcher.search(query.text, mode=mode, limit=LIMIT + len(query.ignore), per_file=True)
+            response = engine.searcher.search(query.text, mode=mode, limit=LIMIT + len(query.ignore), per_file=True, explain=True)
             if response.mode != mode:
                 sys.exit(f"{mode} search fell back to {response.mode}: {'; '.join(response.warnings)}")
             hits = [r for r in response.results if r.path not in query.ignore][:LIMIT]
@@ -110,6 +110,7 @@ def run(engine, query_set: QuerySet, modes: list[str]) -> list[dict]:
                 "ranked": ranked,
                 "bands": [r.band for r in hits],
                 "scores": [round(r.score, 4) for r in hits],
+                "rules": [r.explain.rule for r in hits],
                 "nDCG@10": ndcg(ranked, query.grades, 10),
                 "MRR@10": mrr(ranked, query.grades, 10),
                 "R@5": recall(ranked, query.grades, 5),
@@ -179,6 +180,44 @@ def reliability_table(name: str, results: list[dict], modes: list[str]) -> None:
             rows.append(row)
     headers = ["split", "mode"] + [f"{band} {what}" for band in BANDS for what in ("hits", "relevant")]
     print_table(headers, rows, f"{name}: how often a top-10 hit in each band is judged relevant (targets: relevant >= 0.80, not <= 0.10)")
+    rule_rows = []
+    for split in ("dev", "held-out"):
+        for mode in modes:
+            by_rule: dict[str, list[float]] = {}
+            for r in results:
+                if r["split"] != split:
+                    continue
+                shown = r["modes"][mode]
+                for path, rule in zip(shown["ranked"], shown["rules"], strict=True):
+                    if rule:
+                        by_rule.setdefault(rule, []).append(float(r["grades"].get(path, 0) > 0))
+            rule_rows += [[split, mode, rule, len(v), f"{mean(v):.2f}"] for rule, v in sorted(by_rule.items())]
+    if rule_rows:
+        print_table(
+            ["split", "mode", "rule that set the score", "hits", "relevant"], rule_rows, f"{name}: top-10 hits whose score a rule set"
+        )
+
+
+def band_share(results: list[dict], split: str, mode: str, band: str) -> str:
+    """'share (relevant of hits)' for the top-10 hits of one split and mode shown in ``band``."""
+    judged = [
+        r["grades"].get(path, 0) > 0
+        for r in results
+        if r["split"] == split
+        for path, hit_band in zip(r["modes"][mode]["ranked"], r["modes"][mode]["bands"], strict=True)
+        if hit_band == band
+    ]
+    return f"{sum(judged) / len(judged):.2f} ({sum(judged)} of {len(judged)})" if judged else "none"
+
+
+def reliability_markdown(report: dict[str, list[dict]], modes: list[str]) -> None:
+    """The reliability table as docs/search.md shows it: per set and mode, both halves."""
+    print("\n| set | mode | relevant hits relevant, dev | held-out | not hits relevant, dev | held-out |")
+    print("|---|---|---|---|---|---|")
+    for name, results in report.items():
+        for mode in modes:
+            cells = [band_share(results, split, mode, band) for band in ("relevant", "not") for split in ("dev", "held-out")]
+            print(f"| {name} | {mode} | " + " | ".join(cells) + " |")
 
 
 def explain(results: list[dict], modes: list[str]) -> None:
@@ -203,6 +242,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set (after --split)")
     parser.add_argument("--json", type=Path, help="write the per-query results (ranked notes, bands, metrics) here")
     parser.add_argument("--explain", action="store_true", help="print where each relevant note ranked, per query and mode")
+    parser.add_argument("--markdown", action="store_true", help="print the reliability table as docs/search.md shows it, at the end")
     args = parser.parse_args()
 
     cache = cache_dir()
@@ -226,6 +266,8 @@ def main() -> None:
         misses += quality_table(name, results, args.modes)
         reliability_table(name, results, args.modes)
         report[name] = results
+    if args.markdown:
+        reliability_markdown(report, args.modes)
     if args.json:
         args.json.write_text(json.dumps(report, ensure_ascii=False) + "\n", encoding="utf-8")
     print("\nhybrid >= best single mode - 0.005 (nDCG@10, MRR@10) in every set, split and length band:", met(not misses))

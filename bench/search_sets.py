@@ -16,6 +16,10 @@ vaults' questions):
 - ``foam``: the golden set in bench/golden/foam.jsonl over Foam's documentation (86 notes, MIT,
   archived in bench/sets): 60 questions in the same five styles as the Dendron set, written
   before any ranking was run on them.
+- ``demo``: the golden set in bench/golden/demo.jsonl over the demo vault (examples/vault, 5
+  notes, copied once under the cache): the README's examples, titles, words found in one note
+  only and questions in a person's own words; small, so its figures say what a new user sees
+  rather than what a big vault does.
 
 bench/sets/README.md says where the archived sets come from and under which licence. Every
 set is split once, by a hash of set and query id, into ``dev`` (tune on it) and ``held-out``
@@ -114,6 +118,21 @@ def _unpacked(name: str, cache: Path) -> Path:
     return target / name
 
 
+def _copied(folder: Path, cache: Path) -> Path:
+    """The notes of ``folder`` copied under cache (once per content): the bench never edits the checkout."""
+    files = sorted(p for p in folder.rglob("*.md") if p.is_file())
+    stamp = hashlib.sha256(b"".join(str(p.relative_to(folder)).encode() + b"\0" + p.read_bytes() for p in files)).hexdigest()[:12]
+    target = cache / f"{folder.name}-{stamp}"
+    done = target / ".copied"
+    if not done.is_file():
+        for path in files:
+            copy = target / path.relative_to(folder)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(path.read_bytes())
+        done.touch()
+    return target
+
+
 def _beir(name: str, folder: Path, sample: int = 0) -> QuerySet:
     grades = _qrels(folder / "qrels" / "test.tsv")
     texts = {q["_id"]: q["text"] for q in _jsonl(folder / "queries.jsonl")}
@@ -135,6 +154,8 @@ def load(name: str, cache: Path) -> QuerySet:
         return _beir("scifact", SCIFACT)
     if name == "dendron":
         return _golden("dendron", DENDRON)
+    if name == "demo":
+        return _golden("demo", _copied(BENCH.parent / "examples" / "vault", cache))
     if name == "foam":
         return _golden("foam", _unpacked("foam-docs", cache))
     if name == "arguana":
@@ -144,4 +165,4 @@ def load(name: str, cache: Path) -> QuerySet:
     raise ValueError(f"unknown set {name!r}")
 
 
-NAMES = ("scifact", "dendron", "arguana", "squad", "foam")
+NAMES = ("scifact", "dendron", "arguana", "squad", "foam", "demo")

@@ -282,8 +282,11 @@ class Explain(msgspec.Struct):
     title_boost: float = 0.0
     link_boost: float = 0.0
     linked_from: int = 0  # other top hits that link to it
-    fused: float = 0.0  # the ranking value before it is mapped onto the bands
+    fused: float = 0.0  # the mode's value (fts: keyword value, vec: cosine, hybrid: the fusion), before it is mapped onto the bands
     named: bool = False  # the query is the note's file name, title or an alias: it leads
+    calibrated: float = 0.0  # fused mapped onto the bands' 0..1 scale: the shown score unless a rule set it
+    scale: str = ""  # what fused is and where the bands begin on it, e.g. "fused on hybrid's scale: maybe from 0.50, ..."
+    rule: str = ""  # why the shown score is not calibrated, in words ("kinda at least: the only note ..."); "" when it is
 
 
 class Hit(msgspec.Struct, omit_defaults=True):

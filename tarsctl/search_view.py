@@ -77,4 +77,8 @@ def why(explain) -> str:
     vector = f"vector #{explain.vector_rank} (cosine {explain.cosine:.2f})" if explain.vector_rank else "no vector match"
     boosts = [f"{name} +{value:.2f}" for name, value in (("title", explain.title_boost), ("links", explain.link_boost)) if value]
     named = ["the query is its name"] if explain.named else []
-    return "; ".join([*named, keyword, vector, *boosts, f"fused {explain.fused:.3f}"])
+    # The shown score is read from this: the mode's value mapped onto its scale, or a rule's floor or cap.
+    value, _, scale = explain.scale.partition(" on ")
+    scored = f"{value or 'fused'} {explain.fused:.3f} -> {explain.calibrated:.2f}" + (f" on {shown_text(scale)}" if scale else "")
+    rule = [f"shown {shown_text(explain.rule)}"] if explain.rule else []
+    return "; ".join([*named, keyword, vector, *boosts, scored, *rule])

@@ -64,6 +64,18 @@ class NoteGraph:
         wikilink from the root would: a file name wins over another note's title or alias)."""
         return self.resolver().resolve(Link(0, "wiki", name.strip().removeprefix("./")), "")
 
+    def titled(self, name: str, paths: list[str]) -> str | None:
+        """The one note among ``paths`` whose shown title (front-matter title, else its first "# "
+        heading) is ``name``, case aside; None when no note or several are. A session note titled
+        "# Raspberry Pi backups" is called that in every hit, though no link can name it so."""
+        if not paths:
+            return None
+        marks = ",".join("?" * len(paths))
+        wanted = name.strip().casefold()  # in Python: SQLite's lower() folds ASCII only
+        rows = self.store.reader().execute(f"SELECT path, title FROM files WHERE skipped = 0 AND path IN ({marks})", paths)
+        found = [path for path, title in rows if title.strip().casefold() == wanted]
+        return found[0] if len(found) == 1 else None
+
     def links_from(self, path: str) -> list[LinkRow]:
         resolver = self.resolver()
         rows = self.store.reader().execute(

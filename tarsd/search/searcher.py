@@ -11,7 +11,9 @@ top hits), ranks them for the mode, and shows a score on the design's bands (rel
 - ``hybrid``: the fusion described at fuse_tars, its value mapped onto the bands; for a
   query of up to 20 words, a note that both lists rank first is at least relevant, and a
   nonsense query (no keyword match, only distant vectors) stays in not/maybe.
-In every mode the note the query names (its file name, title or an alias) leads, as relevant.
+In every mode the note the query names (its file name, title or an alias) leads, as relevant;
+a few more rules set a floor or a cap on the shown score (see rank), and --explain says which
+(Candidate.rule), beside the value and the score it maps to.
 The fusion and the anchors were chosen by measuring: bench/search_fusion_study.py prints the table.
 """
 
@@ -108,9 +110,14 @@ class Candidate:
     cosine: float = 0.0  # of its nearest passage (measured even when the vector top-k missed it)
     linked_from: int = 0  # other top hits that link to it
     named: bool = False  # the query is the note's name: its file name, title or an alias
+    sole: bool = False  # the only note the keyword search found: every query word found anywhere is in it alone
+    whole: bool = False  # its best keyword passage holds every query phrase found in the index (those found nowhere aside)
+    holders: int = 0  # notes whose best keyword passage is whole, when it is one of them; 0 otherwise
     keyword_chunk: int = 0
     fused: float = 0.0  # the mode's ranking value
-    score: float = 0.0  # what is shown: 0..1 on the bands' scale
+    calibrated: float = 0.0  # fused mapped onto the bands' scale (see shown_score)
+    score: float = 0.0  # what is shown: 0..1 on the bands' scale, calibrated or set by a rule in rank()
+    rule: str = ""  # the rule that made score differ from calibrated, in words; "" when none did (see rank)
 
 
 # ---- how the lists are fused, and what scores mean (chosen by bench/search_fusion_study.py) ----
@@ -185,6 +192,21 @@ LEADS = {"fts": 0.2, "vec": 0.03}
 # were relevant on the help-vault set (7% with this floor; every other set 1.5-3.3%).
 NEAR_BEST_COSINE = 0.02
 MAYBE = BAND_FLOORS["maybe"]
+# In fts and hybrid, the only note the keyword search finds, holding every query word that occurs
+# anywhere in the (searched part of the) vault, is kinda at least: a rare word, a name or a
+# made-up term in one note and nowhere else points at that note whatever its BM25 share. Words
+# found nowhere say nothing about which note is meant, so "sourdough oven temperature" in a vault
+# whose one sourdough note never says "oven" leads there as kinda, not as "not". On the judged sets
+# such hits are few (a big vault rarely holds a query's words in one note only); the bench counts
+# them and how many were relevant (bench/search_quality.py: "top-10 hits whose score a rule set").
+KINDA = BAND_FLOORS["kinda"]
+# In fts and hybrid, a hit holding every query word found in the vault, when at most this many
+# notes do, is maybe at least: in a small vault the second and third notes about "Raspberry Pi"
+# have a BM25 far below the note with it in its title, yet each holds the whole query. In a big
+# vault many notes hold a short query's words and the rule stays out of the way.
+FEW_HOLDERS = 3
+# What each mode's value is called where --explain says how a score was made.
+VALUE_NAMES = {"fts": "keyword value", "vec": "cosine", "hybrid": "fused"}
 
 
 def leads(c: Candidate, below: Candidate | None, mode: str) -> bool:
@@ -196,11 +218,11 @@ def leads(c: Candidate, below: Candidate | None, mode: str) -> bool:
     return c.cosine - below.cosine >= LEADS["vec"]
 
 
-def shown_score(value: float, mode: str, long_query: bool) -> float:
-    """The mode's value on the bands' 0..1 scale: 0.25 where maybe begins, 0.5 kinda, 0.75 relevant."""
+def shown_score(value: float, mode: str) -> float:
+    """The mode's value on the bands' 0..1 scale: 0.25 where maybe begins, 0.5 kinda, 0.75 relevant
+    (a long query's cap and the other rules come after, in Searcher.rank)."""
     maybe, kinda, relevant = ANCHORS[mode]
-    score = calibrate(value, ((0.0, 0.0), (maybe, 0.25), (kinda, 0.5), (relevant, 0.75), (1.0, 1.0)))
-    return min(score, LONG_QUERY_CAP) if long_query else score
+    return calibrate(value, ((0.0, 0.0), (maybe, 0.25), (kinda, 0.5), (relevant, 0.75), (1.0, 1.0)))
 
 
 def keyword_weight(query_coverage: float) -> float:
@@ -225,7 +247,7 @@ def length_share(query: str) -> float:
     return min(1.0, max(0.0, (words - LONG_FUSION_FROM) / (LONG_FUSION_TO - LONG_FUSION_FROM)))
 
 
-def signals(c: Candidate) -> Explain:
+def signals(c: Candidate, mode: str) -> Explain:
     """What ``--explain`` shows of a candidate: its signals, rounded, and the boosts they gave."""
     return Explain(
         keyword_rank=c.keyword_rank,
@@ -239,12 +261,23 @@ def signals(c: Candidate) -> Explain:
         linked_from=c.linked_from,
         fused=round(c.fused, 4),
         named=c.named,
+        calibrated=round(c.calibrated, 4),
+        scale=f"{VALUE_NAMES[mode]} on {scale_text(mode)}",
+        rule=c.rule,
     )
+
+
+def scale_text(mode: str) -> str:
+    """Where the bands begin on a mode's value, as --explain says it."""
+    maybe, kinda, relevant = ANCHORS[mode]
+    return f"{mode}'s scale: maybe from {maybe:.2f}, kinda {kinda:.2f}, relevant {relevant:.2f}"
 
 
 def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
     """Each query phrase's share of the query, by IDF: holding "all the rare words of the
-    question" is 1.0 however long or short the vault."""
+    question" is 1.0 however long or short the vault. A phrase found in no passage weighs most:
+    a question whose words the notes never use is not answered by the notes sharing its others
+    (the hybrid keyword weight drops)."""
     weights = [math.log(1 + (total - frequency + 0.5) / (frequency + 0.5)) for frequency in frequencies]
     whole = sum(weights) or 1.0
     return [w / whole for w in weights]
@@ -395,7 +428,7 @@ class Searcher:
                     band=band(score),
                     memory_type=row.memory_type,
                     text=row.text[:MAX_HIT_TEXT],
-                    explain=signals(explained[chunk]) if explain else None,
+                    explain=signals(explained[chunk], response.mode) if explain else None,
                 )
             )
         return response
@@ -437,15 +470,31 @@ class Searcher:
         next_in_list = {id(c): below for c, below in zip(by_rank, [*by_rank[1:], None], strict=False)}
         best_cosine = max((c.cosine for c in pool), default=0.0) if mode == "vec" else 0.0
         for c in ordered:
-            c.score = shown_score(c.fused, mode, long_query)
+            c.calibrated = c.score = shown_score(c.fused, mode)
+            c.rule = ""
+            if long_query and c.score > LONG_QUERY_CAP:
+                c.score = LONG_QUERY_CAP
+                c.rule = f"maybe at most: a query of more than {LONG_QUERY_WORDS} words"
             if mode in LEADS and c.score >= RELEVANT and not leads(c, next_in_list[id(c)], mode):
-                c.score = RELEVANT - 0.01  # kinda at best: one of several close answers
-            if mode == "vec" and c.cosine >= best_cosine - NEAR_BEST_COSINE:
-                c.score = max(c.score, MAYBE)
-            if c.named or agreed(c):
-                c.score = max(c.score, RELEVANT)
+                c.score = RELEVANT - 0.01
+                c.rule = "kinda at most: it does not stand out from the next hit"
+            if mode == "vec" and c.cosine >= best_cosine - NEAR_BEST_COSINE and c.score < MAYBE:
+                c.score = MAYBE
+                c.rule = f"maybe at least: within {NEAR_BEST_COSINE} of the best cosine"
+            if 0 < c.holders <= FEW_HOLDERS and mode != "vec" and c.score < MAYBE:
+                c.score = MAYBE
+                holding = "the only note" if c.holders == 1 else f"one of {c.holders} notes"
+                c.rule = f"maybe at least: {holding} holding every query word found in the vault"
+            if c.sole and mode != "vec" and c.score < KINDA:
+                c.score = KINDA
+                c.rule = "kinda at least: the only note holding the query's words"
+            if (c.named or agreed(c)) and c.score < RELEVANT:
+                c.score = RELEVANT
+                c.rule = "relevant: the query is its name" if c.named else "relevant: both lists put it first"
         for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
-            above.score = max(above.score, below.score)  # shown scores never rise down the list
+            if below.score > above.score:  # a hit never shows more than the one above it
+                above.score = below.score
+                above.rule = "raised to the next hit's score: scores never rise down the list"
         return ordered
 
     def _count_links(self, top: list[Candidate]) -> None:
@@ -472,9 +521,11 @@ class Searcher:
             else:
                 vector_future = self._pool.submit(self._vec_search, query, depth, where)
         fts_hits = []
+        cut = False
         if parts and "fts" in lists:
             total, frequencies = self._phrase_frequencies(parts)
             kept = affordable_phrases(frequencies, LONG_QUERY_POSTINGS_BUDGET if is_long(query) else KEYWORD_POSTINGS_BUDGET)
+            cut = len(kept) < len(parts)
             parts, frequencies = [parts[i] for i in kept], [frequencies[i] for i in kept]
             fts_hits = self.store.fts_search(" OR ".join(parts), depth, where)
         vec_hits: list[tuple[int, float]] = []
@@ -499,16 +550,25 @@ class Searcher:
             return found[key]
 
         weights = phrase_weights(total, frequencies) if fts_hits else []
+        # Every passage holding a query word is in fts_hits (fewer than depth, no phrase cut): one owner is the sole note.
+        found_notes = {owners[chunk][0] for chunk, _, _ in fts_hits if chunk in owners}
+        sole_note = next(iter(found_notes)) if len(found_notes) == 1 and len(fts_hits) < depth and not cut else None
         keyword_rank = 0
         for chunk, bm25, matched in fts_hits:
             c = candidate(chunk)
             if c is not None and not c.keyword_rank:
                 keyword_rank += 1
                 c.keyword_rank, c.bm25, c.chunk, c.keyword_chunk = keyword_rank, -bm25, chunk, chunk
+                c.sole = owners[chunk][0] == sole_note
+                c.whole = all(found & PHRASE_IN_ROW for frequency, found in zip(frequencies, matched, strict=False) if frequency)
                 # zip stops at the shorter: the phrases FTS5 parsed are the ones weighed.
                 c.coverage = sum(w for w, found in zip(weights, matched, strict=False) if found & PHRASE_IN_ROW)
                 c.title_coverage = sum(w for w, found in zip(weights, matched, strict=False) if found & PHRASE_IN_TITLE)
         top_bm25 = max((c.bm25 for c in found.values()), default=0.0)
+        whole = [c for c in found.values() if c.whole]
+        if len(fts_hits) < depth and not cut:  # otherwise more notes may hold them than were counted
+            for c in whole:
+                c.holders = len(whole)
         vector_rank = 0
         for chunk, cosine in vec_hits:
             c = candidate(chunk)
@@ -533,8 +593,9 @@ class Searcher:
                 c.query_coverage = best
         name = as_name(query)
         if name and self.graph is not None:
-            # The note a link [[name]] from the vault root would lead to, as `tarsctl links` finds it.
-            named = self.graph.find_note(name)
+            # The note a link [[name]] from the vault root would lead to, as `tarsctl links` finds it;
+            # else the one candidate whose shown title is the query (a "# heading" title no link uses).
+            named = self.graph.find_note(name) or self.graph.titled(name, sorted({c.path for c in found.values()}))
             for c in found.values():
                 c.named = c.path == named
         return list(found.values()), vector_error
