@@ -1,7 +1,7 @@
 """scripts/venv.sh (used by demo.sh and test.sh): a .venv made by another Python is rebuilt, and a
-missing Python is named with how to get it. demo.sh and test.sh from a clean clone: each its own
-venv, an install only when the checkout changed, progress a person can follow. Real bash, real
-venvs, real pip, in a temp folder."""
+missing Python is named with how to get it. demo.sh from a clean clone: its own .venv-demo, an
+install only when the checkout changed (test_test_script.py: test.sh). Real bash, real venvs,
+real pip, in a temp folder."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from harness.checkout import clean_clone
 from harness.paths import REPO
 
 VENV_SH = REPO / "scripts" / "venv.sh"
@@ -84,23 +85,6 @@ def test_without_a_suitable_python_it_says_which_one_is_needed(tmp_path: Path):
 
     done = tars_venv(tmp_path, PYTHON=str(tmp_path / "no-such-python3.12"))
     assert done.returncode == 1 and f"PYTHON={tmp_path / 'no-such-python3.12'} is not usable" in done.stderr
-
-
-def clean_clone(tmp_path: Path) -> Path:
-    """The checkout's files as they are now (committed or not, without .venv and other ignored
-    files), in a git repository of their own so that `git status` shows what a run changed."""
-    clone = tmp_path / "clone"
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True
-    ).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        if (REPO / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, clone / name)
-    commit = ["git", "-c", "user.name=test", "-c", "user.email=test@example.org", "commit", "-qm", "snapshot"]
-    for command in (["git", "init", "-q"], ["git", "add", "-A"], commit):
-        subprocess.run(command, cwd=clone, capture_output=True, check=True)
-    return clone
 
 
 def test_demo_with_no_reachable_index_fails_fast_and_names_it(tmp_path: Path):
@@ -216,34 +200,3 @@ def test_demo_serves_a_copy_of_the_example_vault_and_leaves_the_checkout_alone(r
     assert "demo: installing tars and its dependencies into .venv-demo" in stderr, stderr
     installed = next((clone / ".venv-demo" / "lib").glob("python3.*/site-packages/tarsctl/__init__.py"))
     assert installed.read_text(encoding="utf-8").endswith("# an edit\n")
-
-
-def test_test_sh_installs_once_shows_progress_and_no_setuptools_warning(tmp_path: Path):
-    clone = clean_clone(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    env["PYTHON"] = BASE_PYTHON
-    # One quick test of the clone's own suite, on one process; every file gets its line (0 s).
-    command = ["bash", str(clone / "scripts" / "test.sh"), "-q", "-n", "0", "--file-seconds", "0"]
-    command += ["tests/install/test_scripts.py", "-k", "without_a_suitable_python"]
-    first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
-    shown = first.stdout + first.stderr
-    assert first.returncode == 0, shown
-    said = [line for line in first.stderr.splitlines() if line.startswith("test: ")]
-    assert said[:4] == [
-        "test: checking the Python and ./.venv",
-        "test: upgrading pip in .venv",
-        "test: installing tars (editable) with its test extras into .venv (a minute or two the first time)",
-        "test: running the tests: .venv/bin/python -m pytest " + " ".join(command[2:]),
-    ], said
-    # The install said nothing more (a recent pip shows setuptools' warnings about an editable install).
-    assert "Editable installation" not in shown and "*****" not in shown and "BuildBackendWarning" not in shown, shown
-    lines = first.stdout.splitlines()
-    assert "1 test in 1 file; a line for each file that takes over 0 s" in lines, first.stdout
-    assert any(line.startswith("tests/install/test_scripts.py: 1 test in ") and line.endswith("; 1/1 tests done") for line in lines)
-    assert lines[-1].startswith("1 passed"), first.stdout  # pytest's closing line, as CI reads it
-    assert not (clone / ".venv-demo").exists()
-
-    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "test: tars with its test extras is installed in .venv (editable; pyproject.toml unchanged): nothing to install" in again.stderr
-    assert "pip" not in again.stderr, again.stderr
