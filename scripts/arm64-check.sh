@@ -202,11 +202,11 @@ copy_in() {
         "$root/root/.local/share/uv/tools/tars" "$root/root/.local/bin/tarsd" "$root/root/.local/bin/tarsctl" \
         "$root/root/.cache/tars" "$root/tmp/tars-0" || return 1
     mkdir -p "$root/opt/tars-src" || return 1
-    # The checkout's files as git sees them (committed or not, ignored ones such as .venv left out).
+    # The checkout's files as git sees them (committed or not, ignored ones such as the venvs left out).
     if [ -e .git ]; then
         git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$root/opt/tars-src" || return 1
     else
-        tar --exclude=./.venv -cf - . | tar -xf - -C "$root/opt/tars-src" || return 1
+        tar --exclude=./.venv --exclude=./.venv-demo -cf - . | tar -xf - -C "$root/opt/tars-src" || return 1
     fi
     cp -R "$model" "$root/opt/tars-model" && cp -R examples/vault "$root/root/vault" || return 1
     echo "copied the checkout to /opt/tars-src, $model to /opt/tars-model, examples/vault to /root/vault"

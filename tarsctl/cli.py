@@ -146,26 +146,31 @@ def _index(client: Client, args) -> int:
     tty = sys.stderr.isatty() and not args.json
     final = None
     last_line = ""
-    for reply in client.stream(Index(id=client.next_id(), paths=paths, full=args.full, wait=args.wait)):
-        if isinstance(reply, Progress):
-            if args.json:
-                _emit_json(reply)
-                continue
-            line = shown_text(reply.message) if reply.phase == "queued" else f"{reply.phase}: {reply.done:,}/{reply.total:,}"
-            if reply.message and reply.phase != "queued":
-                line += f" ({shown_text(reply.message)})"
-            if tty:
-                print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
-            elif line != last_line:
-                print(line, file=sys.stderr, flush=True)  # off a terminal: plain lines, no repeats
-            last_line = line
-        elif isinstance(reply, Error):
-            if tty and last_line:
-                print(file=sys.stderr)
-            _print_error(reply)
-            return EXIT_REMOTE
-        else:
-            final = reply
+    try:
+        for reply in client.stream(Index(id=client.next_id(), paths=paths, full=args.full, wait=args.wait)):
+            if isinstance(reply, Progress):
+                if args.json:
+                    _emit_json(reply)
+                    continue
+                line = _progress_line(reply, args.full)
+                if tty:
+                    print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+                elif line != last_line:
+                    print(line, file=sys.stderr, flush=True)  # off a terminal: plain lines, no repeats
+                last_line = line
+            elif isinstance(reply, Error):
+                if tty and last_line:
+                    print(file=sys.stderr)
+                _print_error(reply)
+                return EXIT_REMOTE
+            else:
+                final = reply
+    except KeyboardInterrupt:
+        # The job is tarsd's, not this process's: closing the connection only stops the watching.
+        if tty and last_line:
+            print(file=sys.stderr)
+        print("tarsctl: stopped waiting; tarsd goes on indexing in the background (tarsctl status shows how far it is)", file=sys.stderr)
+        return 130
     if tty and last_line:
         print(file=sys.stderr)
     assert isinstance(final, IndexDone)
@@ -185,6 +190,21 @@ def _index(client: Client, args) -> int:
     for path, problem in sorted(final.problems.items()):
         print(f"  {shown_text(path)}: {shown_text(problem)}")
     return EXIT_OK
+
+
+def _progress_line(reply: Progress, full: bool) -> str:
+    """One line of index progress, saying what tarsd is doing."""
+    if reply.phase == "queued":
+        return shown_text(reply.message)
+    if reply.phase == "scan":
+        line = f"scan: {reply.done:,}/{reply.total:,} notes"
+        if full:
+            line += " (--full: re-reading and re-chunking every one)"
+    else:
+        line = f"{reply.phase}: {reply.done:,}/{reply.total:,}"
+    if reply.message:
+        line += f" ({shown_text(reply.message)})"
+    return line
 
 
 def _status(client: Client, args) -> int:

@@ -285,10 +285,12 @@ def _install_notes(kind: str, config, vault: Path, tarsd: Path, socket: Path | N
     """What the user should know about this install. ``socket``: the one they chose, None for the default."""
     notes = []
     checkout = tarsd.parent.parent.parent
-    if tarsd.parent.parent.name == ".venv" and (checkout / "pyproject.toml").is_file():
+    venv = tarsd.parent.parent.name
+    # .venv: scripts/test.sh's editable install; .venv-demo: scripts/demo.sh's.
+    if venv in (".venv", ".venv-demo") and (checkout / "pyproject.toml").is_file():
         notes.append(
             f"{tarsd} is the development install in {checkout}: the service stops working if that folder moves or its "
-            f".venv is rebuilt; for daily use install tars (uv tool install {checkout}) and run this again"
+            f"{venv} is rebuilt; for daily use install tars (uv tool install {checkout}) and run this again"
         )
     if "ANTHROPIC_API_KEY" in os.environ:
         notes.append(

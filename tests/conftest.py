@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.paths import MODEL_DIR
+from harness.progress import pytest_addoption, pytest_configure  # noqa: F401 - hooks: progress lines for long runs
 from tarsd.config.settings import load_config
 from tarsd.embed.embedder import WordPieceCounter
 from tarsd.search.engine import Engine

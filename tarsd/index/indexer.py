@@ -50,6 +50,8 @@ CHUNKER_VERSION = 4
 EMBED_ROUND = 8
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+# Scan progress at least this often (besides every 200 notes) while notes are being read.
+PROGRESS_SECONDS = 0.5
 # A note this long takes a noticeable time to chunk (a 5 MB one took 9 s on a busy box): it is
 # never chunked inside the open write transaction.
 BIG_NOTE_CHARS = 256_000
@@ -187,6 +189,11 @@ class Indexer:
         to_chunk = self._notes_to_chunk(todo, known, chunking, full)
         preparer = Preparer(chunking[0], chunking[1], self.config.index.overlap, to_chunk, self.chunk_workers)
         window: deque[_Prepared] = deque()  # notes being prepared, written in order
+        # Progress from the start, then every few notes or half second: one big note (or --full on a
+        # large vault) takes seconds, and a client waiting on it should not see a blank line meanwhile.
+        shown_at = time.monotonic()
+        if progress:
+            progress("scan", 0, len(todo))
         try:
             with self.store.batch() as batch:
                 for done, disk_file in enumerate(todo, 1):
@@ -207,8 +214,9 @@ class Indexer:
                         self._write(prepared, chunking, fingerprint, report)
                     if whole_vault:
                         self.scan_done = done
-                    if progress and (done % 200 == 0 or done == len(todo)):
+                    if progress and (done % 200 == 0 or done == len(todo) or time.monotonic() - shown_at >= PROGRESS_SECONDS):
                         progress("scan", done, len(todo))
+                        shown_at = time.monotonic()
                 while window and not self.stop.is_set():
                     prepared = self._ready(window.popleft(), batch, preparer)
                     batch.tick()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tarsctl.service import _read_arguments, forwarded_environment
+from tarsctl.service import _install_notes, _read_arguments, forwarded_environment
 from tarsctl.service_files import (
     ServiceError,
     ServiceSpec,
@@ -194,3 +194,14 @@ def test_forwarded_environment_makes_paths_absolute_and_leaves_the_vault_to_the_
         "TARS_DB": os.path.expanduser("~/index.sqlite3"),
         "TARS_CHAT_OLLAMA_MODEL": "llama3.2",
     }
+
+
+@pytest.mark.parametrize("venv", [".venv", ".venv-demo"])
+def test_a_service_of_a_checkouts_script_venv_says_it_is_a_development_install(tmp_path: Path, venv: str):
+    # scripts/test.sh installs into .venv, scripts/demo.sh into .venv-demo: both live and die with the checkout.
+    checkout = tmp_path / "tars"
+    (checkout / "pyproject.toml").parent.mkdir()
+    (checkout / "pyproject.toml").write_text("[project]\n", encoding="utf-8")
+    tarsd = installed_tarsd(checkout / venv / "bin")
+    notes = _install_notes("launchd", None, tmp_path / "vault", tarsd, None, {})
+    assert f"{tarsd} is the development install in {checkout}" in notes[0] and f"its {venv} is rebuilt" in notes[0]

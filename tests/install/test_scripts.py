@@ -1,5 +1,7 @@
 """scripts/venv.sh (used by demo.sh and test.sh): a .venv made by another Python is rebuilt, and a
-missing Python is named with how to get it. Real bash, real venvs, in a temp folder."""
+missing Python is named with how to get it. demo.sh from a clean clone: its own .venv-demo, an
+install only when the checkout changed (test_test_script.py: test.sh). Real bash, real venvs,
+real pip, in a temp folder."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from harness.checkout import clean_clone
 from harness.paths import REPO
 
 VENV_SH = REPO / "scripts" / "venv.sh"
@@ -83,23 +87,6 @@ def test_without_a_suitable_python_it_says_which_one_is_needed(tmp_path: Path):
     assert done.returncode == 1 and f"PYTHON={tmp_path / 'no-such-python3.12'} is not usable" in done.stderr
 
 
-def clean_clone(tmp_path: Path) -> Path:
-    """The checkout's files as they are now (committed or not, without .venv and other ignored
-    files), in a git repository of their own so that `git status` shows what a run changed."""
-    clone = tmp_path / "clone"
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True
-    ).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        if (REPO / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, clone / name)
-    commit = ["git", "-c", "user.name=test", "-c", "user.email=test@example.org", "commit", "-qm", "snapshot"]
-    for command in (["git", "init", "-q"], ["git", "add", "-A"], commit):
-        subprocess.run(command, cwd=clone, capture_output=True, check=True)
-    return clone
-
-
 def test_demo_with_no_reachable_index_fails_fast_and_names_it(tmp_path: Path):
     from harness.user_env import closed_port_url
 
@@ -114,19 +101,49 @@ def test_demo_with_no_reachable_index_fails_fast_and_names_it(tmp_path: Path):
     assert done.returncode == 1, done.stderr
     said = [line for line in done.stderr.splitlines() if line.startswith("demo: ")]
     # Each step is named before it runs: the silent first minute is gone.
-    assert said[0] == "demo: checking the Python and ./.venv"
-    assert f"demo: upgrading pip in .venv (from {index})" in said
-    assert f"demo: installing tars and its dependencies into .venv (from {index}; a minute or two the first time)" in said
+    assert said[0] == "demo: checking the Python and ./.venv-demo"
+    assert f"demo: upgrading pip in .venv-demo (from {index})" in said
+    assert f"demo: installing tars and its dependencies into .venv-demo (from {index}; a minute or two the first time)" in said
     assert said[-2].startswith(f"demo: pip could not install tars: the package index {index} cannot be reached")
     assert "PIP_INDEX_URL" in said[-1]
     assert took < 120, f"pip took {took:.0f} s to give up"  # its defaults: 5 retries with back-off per request
 
 
-def test_demo_serves_a_copy_of_the_example_vault_and_leaves_the_checkout_alone(tmp_path: Path, model_dir: Path):
+# tarsd's log line once its socket is up ("tarsd 0.1.0 serving VAULT on SOCKET (database ...)").
+SERVING = "INFO tarsd: tarsd "
+
+
+class Demo:
+    """scripts/demo.sh running in the background, its stderr lines kept with the time each came."""
+
+    def __init__(self, command: list[str], env: dict[str, str]):
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: list[tuple[float, str]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append((time.monotonic() - self.started, line.rstrip("\n")))
+
+    def said(self, text: str) -> float | None:
+        """Seconds from the start until a line with ``text`` came; None: not yet."""
+        return next((at for at, line in self.lines if text in line and (text != SERVING or " serving " in line)), None)
+
+    def stop(self) -> str:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+        self.reader.join(timeout=10)
+        return "\n".join(line for _, line in self.lines)
+
+
+def test_demo_serves_a_copy_of_the_example_vault_and_leaves_the_checkout_alone(request, tmp_path: Path, model_dir: Path):
     from harness.daemon import wait_for
 
     clone = clean_clone(tmp_path)
     run_dir = Path(tempfile.mkdtemp(prefix="tars-demo-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(run_dir, ignore_errors=True))
     cache = tmp_path / "cache"
     env = {
         **os.environ,
@@ -139,13 +156,13 @@ def test_demo_serves_a_copy_of_the_example_vault_and_leaves_the_checkout_alone(t
         "TARS_MODEL_DIR": str(model_dir),
     }
     command = ["bash", str(clone / "scripts" / "demo.sh")]
-    demo = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tarsctl = clone / ".venv-demo" / "bin" / "tarsctl"
+    copy = cache / "tars" / "demo-vault"
+    demo = Demo(command, env)
     try:
-        tarsctl = clone / ".venv" / "bin" / "tarsctl"
-        # The first run installs into a new .venv: pip from the machine's indexes, minutes on a slow box.
-        wait_for(lambda: demo.poll() is not None or (run_dir / "tarsd.sock").exists(), "the demo's tarsd to start", deadline=600)
-        assert demo.poll() is None, demo.stderr.read()
-        copy = cache / "tars" / "demo-vault"
+        # The first run installs into a new .venv-demo: pip from the machine's indexes, minutes on a slow box.
+        wait_for(lambda: demo.process.poll() is not None or demo.said(SERVING), "the demo's tarsd to start", deadline=600)
+        assert demo.process.poll() is None, demo.stop()
         answers = lambda: subprocess.run([str(tarsctl), "status"], env=env, capture_output=True).returncode == 0  # noqa: E731
         wait_for(answers, "tarsd to answer")
         status = json.loads(subprocess.run([str(tarsctl), "status", "--json"], env=env, capture_output=True, text=True).stdout)
@@ -154,9 +171,32 @@ def test_demo_serves_a_copy_of_the_example_vault_and_leaves_the_checkout_alone(t
         assert remembered.returncode == 0, remembered.stderr
         assert "the demo test was here" in (copy / "Memory.md").read_text(encoding="utf-8")
         changed = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True).stdout
-        assert changed == "", changed  # examples/vault in the checkout is as it was
+        assert changed == "", changed  # examples/vault in the checkout is as it was; .venv-demo is ignored
     finally:
-        demo.terminate()
-        stderr = demo.communicate(timeout=60)[1]
-        shutil.rmtree(run_dir, ignore_errors=True)
+        stderr = demo.stop()
     assert f"demo: copying examples/vault to {copy} (the demo never edits the checkout)" in stderr
+    assert "demo: installing tars and its dependencies into .venv-demo" in stderr
+    assert not (clone / ".venv").exists()  # test.sh's environment is another one: neither undoes the other's install
+
+    # Nothing changed: no pip at all, tarsd starts at once.
+    demo = Demo(command, env)
+    try:
+        wait_for(lambda: demo.process.poll() is not None or demo.said(SERVING), "the demo's second start")
+    finally:
+        stderr = demo.stop()
+    assert "demo: tars in .venv-demo matches the checkout: nothing to install" in stderr, stderr
+    assert "pip" not in stderr and "installing" not in stderr, stderr
+    assert demo.said(SERVING) is not None, stderr
+    print(f"demo.sh second start: serving after {demo.said(SERVING):.2f} s")
+
+    # A change to the code: installed again, and the new code is what runs.
+    init = clone / "tarsctl" / "__init__.py"
+    init.write_text(init.read_text(encoding="utf-8") + "\n# an edit\n", encoding="utf-8")
+    demo = Demo(command, env)
+    try:
+        wait_for(lambda: demo.process.poll() is not None or demo.said(SERVING), "the demo's start after an edit", deadline=600)
+    finally:
+        stderr = demo.stop()
+    assert "demo: installing tars and its dependencies into .venv-demo" in stderr, stderr
+    installed = next((clone / ".venv-demo" / "lib").glob("python3.*/site-packages/tarsctl/__init__.py"))
+    assert installed.read_text(encoding="utf-8").endswith("# an edit\n")
