@@ -14,9 +14,6 @@ cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
 BURNERS="${BURNERS:-4}"
 
-source scripts/venv.sh
-tars_venv
-.venv/bin/python -m pip install --quiet -e ".[test]"
 
 burners=()
 stop_burners() {
@@ -33,7 +30,7 @@ if command -v stress-ng >/dev/null; then
     echo "test-under-load: $BURNERS stress-ng CPU workers" >&2
 else
     for _ in $(seq "$BURNERS"); do
-        .venv/bin/python -c 'while True: pass' &
+        python3 -c 'while True: pass' &
         burners+=("$!")
     done
     echo "test-under-load: $BURNERS Python busy loops (install stress-ng for its CPU workers)" >&2
@@ -46,7 +43,7 @@ for run in $(seq "$RUNS"); do
     log="$(mktemp)"
     started=$SECONDS
     status=0
-    .venv/bin/python -m pytest -q "$@" 2>&1 | tee "$log" || status=$?
+    bash scripts/test.sh -q "$@" 2>&1 | tee "$log" || status=$?  # installs first when pyproject.toml changed
     closing="$(grep -E '(passed|failed|error)' "$log" | tail -1)"
     results+=("run $run: $closing ($((SECONDS - started)) s)")
     [ "$status" = 0 ] || failed=1
