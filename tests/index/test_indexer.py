@@ -201,7 +201,7 @@ def test_memory_type_comes_from_the_path(make_engine, vault):
 def test_missing_model_degrades_to_keywords_and_recovers(make_engine, vault, model_dir, tmp_path):
     empty = tmp_path / "model"
     empty.mkdir()
-    engine = make_engine(embedder_model_dir=empty, embedder_retry_seconds=0)
+    engine = make_engine(embedder_model_dir=empty, embedder_retry_seconds=0.001)  # at once, within the range (> 0)
     write(vault, "garden.md", GARDEN)
     report = engine.indexer.sync()
     assert str(empty) in report.embedder_error and "TARS_MODEL_DIR" in report.embedder_error
