@@ -16,8 +16,8 @@ What is timed, and measured:
   sendMessage: the poll's answer parsed, the update recorded (once-only) and its offset kept,
   the typing action, the chat turn through the dispatcher, the HTML, the send.
 - idle RSS: tarsd's VmRSS after it has been idle ``--idle-seconds`` (index done, nothing asked),
-  without the channel and then with it (polling, before any message: the library and its
-  HTTP clients loaded).
+  without a channel, with Telegram polling, and with both Telegram and WhatsApp enabled (before
+  any message: the libraries and their HTTP clients loaded).
 """
 
 from __future__ import annotations
@@ -36,11 +36,13 @@ sys.path.insert(0, str(REPO / "tests"))
 from common import log, met, percentile, print_table  # noqa: E402
 from daemon_latency import Daemon, load  # noqa: E402
 
+from harness.fake_graph import FakeGraph  # noqa: E402
 from harness.fake_llm import FakeOllama  # noqa: E402
 from harness.fake_telegram import FakeTelegram  # noqa: E402
 
 TOKEN = "7700112233:AAbenchTOKENbenchTOKENbenchTOKEN00000"
 USER = 4_100_000_001
+PHONE_NUMBER_ID, GRAPH_TOKEN = "123456789", "EAAGbenchtoken"  # the WhatsApp channel beside it, for the RSS with both
 ROUND_TRIP_P50_MS = 200.0  # with a model that answers at once, what tars adds to a reply
 MAX_MESSAGES = 2000
 DEADLINE_SECONDS = 600.0
@@ -68,6 +70,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="tars-telegram-bench-") as scratch,
         FakeOllama() as ollama,
         FakeTelegram(TOKEN) as telegram,
+        FakeGraph(PHONE_NUMBER_ID, GRAPH_TOKEN) as graph,
     ):
         root = Path(scratch)
         vault = root / "vault"
@@ -82,6 +85,32 @@ def main() -> None:
             rss_without = idle_rss(bare, args.idle_seconds)
         finally:
             bare.stop()
+
+        log("tarsd with both channels (Telegram polling, WhatsApp on the HTTP listener), idle ...")
+        both_state = root / "both"
+        both = Daemon(vault, 1, "none", 100, both_state, {**env, "TARS_HTTP_ENABLED": "true", "TARS_HTTP_PORT": "0"})
+        secrets = {
+            "telegram_token": TOKEN,
+            "whatsapp_app_secret": "bench-app-secret",
+            "whatsapp_access_token": GRAPH_TOKEN,
+            "whatsapp_verify_token": "bench",
+        }
+        for name, value in secrets.items():
+            (both_state / name).write_text(value + "\n")
+            (both_state / name).chmod(0o600)
+        (both_state / "config.toml").write_text(
+            f"[telegram]\nenabled = true\nallowed_users = [{USER}]\napi_url = {json.dumps(telegram.url)}\npoll_timeout_seconds = 30\n\n"
+            f'[whatsapp]\nenabled = true\nphone_number_id = "{PHONE_NUMBER_ID}"\nallowed_senders = ["353870000001"]\n'
+            f"graph_url = {json.dumps(graph.url)}\n"
+        )
+        both.start()
+        try:
+            rss_both = idle_rss(both, args.idle_seconds)
+            channels = {channel.name: channel.error for channel in both.status().channels}
+            if set(channels) != {"telegram", "whatsapp"} or any(channels.values()):
+                raise RuntimeError(f"both channels should be up without a problem: {channels}")
+        finally:
+            both.stop()
 
         log("tarsd with the channel, idle, then the messages ...")
         state = root / "state"
@@ -138,6 +167,7 @@ def main() -> None:
         [
             ["idle, no channel", f"{rss_without:.1f}"],
             ["idle, Telegram polling", f"{rss_with:.1f}"],
+            ["idle, Telegram polling and WhatsApp on the HTTP listener", f"{rss_both:.1f}"],
             [f"after {count + 5} messages", f"{rss_after:.1f}"],
         ],
         title="tarsd's memory with the Telegram channel beside without it",
