@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 import re
 
+from tarsd.channels.paragraphs import pack
+
 MAX_MESSAGE_CHARS = 4096  # Telegram's limit for a message's text (after its entities are parsed)
 _FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+#.-]*)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$")
@@ -40,19 +42,8 @@ def escape(text: str) -> str:
 
 def to_messages(markdown: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
     """``markdown`` as Telegram HTML messages of at most ``limit`` characters each."""
-    messages: list[str] = []
-    current = ""
-    for block in _blocks(markdown.replace("\r\n", "\n").replace("\r", "\n")):
-        for piece in _rendered(block, limit):
-            if current and len(current) + 2 + len(piece) <= limit:
-                current = f"{current}\n\n{piece}"
-            else:
-                if current:
-                    messages.append(current)
-                current = piece
-    if current:
-        messages.append(current)
-    return messages
+    blocks = _blocks(markdown.replace("\r\n", "\n").replace("\r", "\n"))
+    return pack((piece for block in blocks for piece in _rendered(block, limit)), limit)
 
 
 def to_html(markdown: str) -> str:
@@ -108,21 +99,11 @@ def _rendered(block: list[str], limit: int) -> list[str]:
 
 def _lines(lines: list[str], limit: int) -> list[str]:
     """A paragraph too long for one message, cut between its lines; a line too long, at spaces (unformatted)."""
-    out: list[str] = []
-    current = ""
+    pieces = []
     for line in lines:
         shaped = _line(line)
-        pieces = [shaped] if len(shaped) <= limit else _cut(escape(line.strip()), limit)
-        for piece in pieces:
-            if current and len(current) + 1 + len(piece) <= limit:
-                current = f"{current}\n{piece}"
-            else:
-                if current:
-                    out.append(current)
-                current = piece
-    if current:
-        out.append(current)
-    return out
+        pieces += [shaped] if len(shaped) <= limit else _cut(escape(line.strip()), limit)
+    return pack(pieces, limit, between="\n")
 
 
 def _cut(text: str, limit: int) -> list[str]:

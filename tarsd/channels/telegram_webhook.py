@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from tarsd.channels.channel import Counters
 from tarsd.channels.secrets import SecretFile
+from tarsd.channels.webhook_answers import RefusalLog, answer, error_body
 from tarsd.tools.secret_files import SecretFileError
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 WEBHOOK_PATH = "/channels/telegram"
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 MAX_BODY_BYTES = 512 * 1024  # an update is a few KB: a text is at most 4,096 characters
-REFUSAL_LOG_SECONDS = 60.0  # at most one log line a minute about refused posts
 
 
 class TelegramWebhook:
@@ -37,19 +37,18 @@ class TelegramWebhook:
         self.secret = secret
         self.take = take
         self.counters = counters
-        self._refusals_logged_at = float("-inf")
-        self._refusals_unlogged = 0
+        self.refusals = RefusalLog(log, "Telegram", "post")
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             return
         if scope.get("method") != "POST":
-            return await _answer(send, 405, _error("method_not_allowed", "only POST is answered here", "Telegram posts updates"))
+            return await answer(send, 405, error_body("method_not_allowed", "only POST is answered here", "Telegram posts updates"))
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", [])}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            self._refused(f"a body declared over {MAX_BODY_BYTES // 1024} KiB", scope)
-            return await _answer(send, 413, _error("too_large", "the body is too large", "Telegram's updates are a few KB"))
+            self.refusals.refused(f"a body declared over {MAX_BODY_BYTES // 1024} KiB", scope)
+            return await answer(send, 413, error_body("too_large", "the body is too large", "Telegram's updates are a few KB"))
         body = bytearray()
         while True:
             message = await receive()
@@ -57,8 +56,8 @@ class TelegramWebhook:
                 return
             body += message.get("body", b"")
             if len(body) > MAX_BODY_BYTES:
-                self._refused(f"a body over {MAX_BODY_BYTES // 1024} KiB", scope)
-                return await _answer(send, 413, _error("too_large", "the body is too large", "Telegram's updates are a few KB"))
+                self.refusals.refused(f"a body over {MAX_BODY_BYTES // 1024} KiB", scope)
+                return await answer(send, 413, error_body("too_large", "the body is too large", "Telegram's updates are a few KB"))
             if not message.get("more_body", False):
                 break
         try:
@@ -66,47 +65,24 @@ class TelegramWebhook:
         except SecretFileError as exc:
             self.counters.failed(str(exc), time.time())
             log.error("Telegram: an update cannot be checked, so it is refused (Telegram posts it again later): %s", exc)
-            return await _answer(send, 503, _error("unavailable", str(exc), "fix the file; Telegram posts the update again"))
+            return await answer(send, 503, error_body("unavailable", str(exc), "fix the file; Telegram posts the update again"))
         presented = headers.get(SECRET_HEADER, "")
         if not presented or not hmac.compare_digest(presented.encode("utf-8", "replace"), secret.encode("utf-8", "replace")):
             self.counters.bad_signatures += 1
-            self._refused("no secret token" if not presented else "a wrong secret token", scope)
-            return await _answer(
-                send, 401, _error("unauthorized", "the secret token header is missing or wrong", "only Telegram can post here")
+            self.refusals.refused("no secret token" if not presented else "a wrong secret token", scope)
+            return await answer(
+                send, 401, error_body("unauthorized", "the secret token header is missing or wrong", "only Telegram can post here")
             )
         try:
             update = json.loads(bytes(body))
         except (ValueError, RecursionError) as exc:
             log.warning("Telegram: an update with the right secret is not readable JSON (%s): ignored", type(exc).__name__)
-            return await _answer(send, 400, _error("bad_request", "the body is not JSON", "Telegram posts JSON"))
+            return await answer(send, 400, error_body("bad_request", "the body is not JSON", "Telegram posts JSON"))
         if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
-            return await _answer(send, 400, _error("bad_request", "the body is not an update", "Telegram posts an Update object"))
+            return await answer(send, 400, error_body("bad_request", "the body is not an update", "Telegram posts an Update object"))
         try:
             await self.take(update)
         except Exception:
             log.exception("Telegram: an update could not be recorded; answered 500 so that Telegram posts it again")
-            return await _answer(send, 500, _error("internal", "the update could not be recorded", "Telegram posts it again"))
-        await _answer(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
-
-    def _refused(self, why: str, scope: dict) -> None:
-        self._refusals_unlogged += 1
-        now = time.monotonic()
-        if now - self._refusals_logged_at < REFUSAL_LOG_SECONDS:
-            return
-        self._refusals_logged_at = now
-        client = (scope.get("client") or ("unknown", 0))[0]
-        more = f" ({self._refusals_unlogged - 1} more since the last line)" if self._refusals_unlogged > 1 else ""
-        self._refusals_unlogged = 0
-        log.warning(
-            "Telegram: refused a post from %s with %s%s: nothing of it was read (at most one such line a minute)", client, why, more
-        )
-
-
-def _error(code: str, message: str, hint: str) -> bytes:
-    return json.dumps({"type": "error", "code": code, "message": message, "hint": hint}).encode()
-
-
-async def _answer(send: Callable, status: int, body: bytes, content_type: bytes = b"application/json") -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+            return await answer(send, 500, error_body("internal", "the update could not be recorded", "Telegram posts it again"))
+        await answer(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from tarsd.channels.paragraphs import pack
+
 MAX_MESSAGE_CHARS = 4096  # the Cloud API's limit for a text message's body
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$")
@@ -102,18 +104,7 @@ def split(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
     text = text.strip()
     if len(text) <= limit:
         return [text] if text else []
-    messages: list[str] = []
-    current = ""
-    for piece in _pieces(text, limit):
-        if current and len(current) + 2 + len(piece) <= limit:
-            current = f"{current}\n\n{piece}"
-        else:
-            if current:
-                messages.append(current)
-            current = piece
-    if current:
-        messages.append(current)
-    return messages
+    return pack(_pieces(text, limit), limit)
 
 
 def _paragraphs(text: str) -> list[str]:

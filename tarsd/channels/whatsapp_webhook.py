@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 
 from tarsd.channels.channel import ChoiceIn, Counters, IdChanged, Inbound, OtherIn, TextIn
 from tarsd.channels.secrets import SecretFile
+from tarsd.channels.webhook_answers import RefusalLog, answer, error_body
 from tarsd.tools.secret_files import SecretFileError
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ WEBHOOK_PATH = "/channels/whatsapp"
 # refused (413) before a byte of it is read, so nobody can make tarsd read megabytes unsigned.
 MAX_BODY_BYTES = 512 * 1024
 MAX_CHALLENGE_CHARS = 1000
-REFUSAL_LOG_SECONDS = 60.0  # at most one log line a minute about refused signatures
 SIGNATURE_HEADER_NAME = "x-hub-signature-256"
 SIGNATURE_PREFIX = "sha256="
 # Message types answered with a polite "text only" (the rest of what WhatsApp can send).
@@ -218,8 +218,7 @@ class Webhook:
         self.phone_number_id = phone_number_id
         self.take = take
         self.counters = counters
-        self._refusals_logged_at = float("-inf")
-        self._refusals_unlogged = 0
+        self.refusals = RefusalLog(log, "WhatsApp", "delivery")
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -229,8 +228,11 @@ class Webhook:
             return await self._verify(scope, send)
         if method == "POST":
             return await self._deliver(scope, receive, send)
-        await _answer(
-            send, 405, _error("method_not_allowed", f"{method} is not answered here", "Meta sends GET and POST"), [(b"allow", b"GET, POST")]
+        await answer(
+            send,
+            405,
+            error_body("method_not_allowed", f"{method} is not answered here", "Meta sends GET and POST"),
+            [(b"allow", b"GET, POST")],
         )
 
     async def _verify(self, scope: dict, send: Callable) -> None:
@@ -242,8 +244,8 @@ class Webhook:
             token = self.verify_token.get()
         except SecretFileError as exc:
             log.error("WhatsApp: Meta's verification request cannot be answered: %s", exc)
-            return await _answer(
-                send, 503, _error("unavailable", str(exc), "fix the file, then verify the webhook again in Meta's dashboard")
+            return await answer(
+                send, 503, error_body("unavailable", str(exc), "fix the file, then verify the webhook again in Meta's dashboard")
             )
         token_ok = hmac.compare_digest(presented.encode("utf-8", errors="replace"), token.encode("utf-8", errors="replace"))
         if mode != "subscribe" or not token_ok or not challenge or len(challenge) > MAX_CHALLENGE_CHARS:
@@ -251,24 +253,24 @@ class Webhook:
                 "WhatsApp: refused a verification request (%s)",
                 "wrong mode" if mode != "subscribe" else "wrong verify token" if not token_ok else "no usable challenge",
             )
-            return await _answer(
+            return await answer(
                 send,
                 403,
-                _error(
+                error_body(
                     "forbidden",
                     "verification refused",
                     "the verify token in Meta's dashboard must be the one in [whatsapp] verify_token_file",
                 ),
             )
         log.info("WhatsApp: Meta verified the webhook")
-        await _answer(send, 200, challenge.encode(), content_type=b"text/plain; charset=utf-8")
+        await answer(send, 200, challenge.encode(), content_type=b"text/plain; charset=utf-8")
 
     async def _deliver(self, scope: dict, receive: Callable, send: Callable) -> None:
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", [])}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            self._log_refusal(f"a body declared over {MAX_BODY_BYTES // 1024} KiB", scope)
-            return await _answer(send, 413, _too_large())
+            self.refusals.refused(f"a body declared over {MAX_BODY_BYTES // 1024} KiB", scope)
+            return await answer(send, 413, _too_large())
         body = bytearray()
         while True:
             message = await receive()
@@ -276,8 +278,8 @@ class Webhook:
                 return  # gone before the body arrived: nobody to answer, nothing taken
             body += message.get("body", b"")
             if len(body) > MAX_BODY_BYTES:
-                self._log_refusal(f"a body over {MAX_BODY_BYTES // 1024} KiB", scope)
-                return await _answer(send, 413, _too_large())
+                self.refusals.refused(f"a body over {MAX_BODY_BYTES // 1024} KiB", scope)
+                return await answer(send, 413, _too_large())
             if not message.get("more_body", False):
                 break
         try:
@@ -285,15 +287,15 @@ class Webhook:
         except SecretFileError as exc:
             self.counters.failed(str(exc), time.time())
             log.error("WhatsApp: a delivery cannot be checked, so it is refused (Meta delivers it again later): %s", exc)
-            return await _answer(send, 503, _error("unavailable", str(exc), "fix the file; Meta delivers the message again"))
+            return await answer(send, 503, error_body("unavailable", str(exc), "fix the file; Meta delivers the message again"))
         presented = headers.get(SIGNATURE_HEADER_NAME, "")
         if not presented or not signature_ok(secret.encode("utf-8"), bytes(body), presented):
             self.counters.bad_signatures += 1
-            self._log_refusal("no signature" if not presented else "a wrong signature", scope)
-            return await _answer(
+            self.refusals.refused("no signature" if not presented else "a wrong signature", scope)
+            return await answer(
                 send,
                 401,
-                _error(
+                error_body(
                     "unauthorized",
                     "the X-Hub-Signature-256 header is missing or wrong",
                     "only Meta, signing with the app secret, can deliver here",
@@ -304,49 +306,24 @@ class Webhook:
             payload = json.loads(bytes(body))
         except ValueError as exc:
             log.warning("WhatsApp: a signed delivery is not JSON (%s): ignored", exc)
-            return await _answer(send, 400, _error("bad_request", f"the body is not JSON: {exc}", "Meta sends JSON"))
+            return await answer(send, 400, error_body("bad_request", f"the body is not JSON: {exc}", "Meta sends JSON"))
         except RecursionError:
             # Python's parser gives up on nesting deeper than its recursion limit; Meta's payloads
             # are a few levels deep, so this one is not Meta's shape, signed or not.
             log.warning("WhatsApp: a signed delivery is JSON nested too deep to read: ignored")
-            return await _answer(
-                send, 400, _error("bad_request", "the body is JSON nested too deep to read", "Meta's payloads are a few levels deep")
+            return await answer(
+                send, 400, error_body("bad_request", "the body is JSON nested too deep to read", "Meta's payloads are a few levels deep")
             )
         delivery = parse(payload, self.phone_number_id)
         try:
             await self.take(delivery)
         except Exception:
             log.exception("WhatsApp: a delivery could not be recorded; answered 500 so that Meta delivers it again")
-            return await _answer(send, 500, _error("internal", "the delivery could not be recorded", "Meta delivers it again"))
-        await _answer(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
-
-    def _log_refusal(self, why: str, scope: dict) -> None:
-        self._refusals_unlogged += 1
-        now = time.monotonic()
-        if now - self._refusals_logged_at < REFUSAL_LOG_SECONDS:
-            return
-        self._refusals_logged_at = now
-        client = (scope.get("client") or ("unknown", 0))[0]
-        more = f" ({self._refusals_unlogged - 1} more since the last line)" if self._refusals_unlogged > 1 else ""
-        self._refusals_unlogged = 0
-        log.warning(
-            "WhatsApp: refused a delivery from %s with %s%s: nothing of it was read (at most one such line a minute)", client, why, more
-        )
-
-
-def _error(code: str, message: str, hint: str) -> bytes:
-    return json.dumps({"type": "error", "code": code, "message": message, "hint": hint}).encode()
+            return await answer(send, 500, error_body("internal", "the delivery could not be recorded", "Meta delivers it again"))
+        await answer(send, 200, b"ok", content_type=b"text/plain; charset=utf-8")
 
 
 def _too_large() -> bytes:
-    return _error(
+    return error_body(
         "too_large", f"a delivery over {MAX_BODY_BYTES // 1024} KiB is not read", "Meta's deliveries are a few KB: this is not one"
     )
-
-
-async def _answer(
-    send: Callable, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None, content_type: bytes = b"application/json"
-) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
