@@ -172,6 +172,17 @@ def test_unwritable_database_folder_or_a_database_inside_the_vault(tmp_path: Pat
     assert status(checks, "database") == "problem" and "inside the vault" in text(checks, "database")
 
 
+def test_the_database_size_counts_its_write_ahead_log_as_status_does(tmp_path: Path, vault: Path, model_dir: Path):
+    """Issue 37: doctor said "0.0 MB" where status said 2.1 MB: a fresh index lives mostly in its WAL."""
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "tars.sqlite3").write_bytes(b"\0" * 4096)
+    (index / "tars.sqlite3-wal").write_bytes(b"\0" * 2_100_000)
+    env = isolated_env(tmp_path, TARS_VAULT=str(vault), TARS_MODEL_DIR=str(model_dir), TARS_DB=str(index / "tars.sqlite3"))
+    _, checks, _ = doctor(env)
+    assert f"{index / 'tars.sqlite3'} (2.1 MB)" in text(checks, "database"), text(checks, "database")
+
+
 def test_sqlite_vec_that_cannot_load(tmp_path: Path, vault: Path, model_dir: Path):
     """A sqlite-vec package whose extension binary is missing (a wheel for another machine, say)."""
     broken = tmp_path / "broken" / "sqlite_vec"
