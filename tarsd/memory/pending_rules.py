@@ -27,8 +27,10 @@ proposals that are still waiting, nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tarsd.memory.facts import key
@@ -78,6 +80,21 @@ class PendingRules:
         self.conn = store.writer_connection()
         self.lock = threading.Lock()
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One transaction that takes the write lock before it reads (BEGIN IMMEDIATE), waiting the
+        connection's busy timeout for it. A deferred one that reads first pins a snapshot, and when
+        the indexer commits before its write, SQLite refuses the write at once (SQLITE_BUSY_SNAPSHOT,
+        "database is locked") without waiting: a proposal or a decision right after a start failed so."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
     def propose(
         self, rule: str, conversation: str = "", action: str = RULE, kind: str = "procedural", target: str = ""
     ) -> tuple[PendingRule, bool]:
@@ -85,7 +102,7 @@ class PendingRules:
         if action not in ACTIONS:
             raise ValueError(f"no such proposal: {action!r}")
         same = f"{action}|{kind}|{key(target)}|{key(rule)}"
-        with self.lock, self.conn:
+        with self._writing():
             known = self.conn.execute("SELECT 1 FROM proposals WHERE proposal_key = ?", (same,)).fetchall()
             waiting = self.conn.execute("SELECT count(*) FROM proposals").fetchall()[0][0]
             if not known and waiting >= MAX_WAITING:
@@ -113,7 +130,7 @@ class PendingRules:
         approve marks it being applied (``finish`` drops it once applied, ``reopen`` gives it back).
         ``seen_text``, when given, must be the proposal's text. Raises AlreadyDecided when another
         answer got there first, ValueError when there is no such proposal or it says something else."""
-        with self.lock, self.conn:
+        with self._writing():
             rows = self.conn.execute(f"SELECT {_COLUMNS}, state FROM proposals WHERE id = ?", (rule_id,)).fetchall()
             if not rows:
                 raise AlreadyDecided(
@@ -137,18 +154,18 @@ class PendingRules:
 
     def finish(self, rule_id: int) -> None:
         """An approved proposal is applied: it leaves the table."""
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute("DELETE FROM proposals WHERE id = ?", (rule_id,))
 
     def counted(self, rule_id: int, lines: int) -> None:
         """An approved remove or replace is about to be written: ``lines`` of the file read as the
         line it changes (a start that finds the row still approving compares)."""
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute("UPDATE proposals SET lines_before = ? WHERE id = ? AND state = ?", (lines, rule_id, APPROVING))
 
     def reopen(self, rule_id: int) -> None:
         """Applying an approved proposal failed (the disk, the line gone): it waits again."""
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute("UPDATE proposals SET state = ?, lines_before = NULL WHERE id = ?", (PENDING, rule_id))
 
     def unfinished(self) -> list[PendingRule]:

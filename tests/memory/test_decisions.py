@@ -202,3 +202,34 @@ def test_kill_9_during_approvals_never_leaves_a_rule_both_active_and_pending(sta
             with Client(daemon.socket, timeout=30) as client:
                 decided = client.call(DecideRule(id=client.next_id(), rule_id=proposed.pending_id, approve=False, rule=rule))
             assert not isinstance(decided, Error) and not (procedural.exists() and rule in procedural.read_text(encoding="utf-8"))
+
+
+def test_a_commit_by_another_connection_between_a_proposals_read_and_write_never_fails_it(assistant):
+    """CI saw a proposal right after a start fail at once with "the index is locked": its transaction
+    read first, the start-up scan committed, and SQLite refused the write (SQLITE_BUSY_SNAPSHOT)
+    without waiting. Here another connection commits exactly there, every time: the proposal and
+    the decision take the write lock first, so they cannot be refused so."""
+    import apsw
+
+    pending = assistant.memory.pending
+    other = assistant.engine.store.writer_connection()
+    other.set_busy_timeout(50)
+    commits = []
+
+    def commit_elsewhere(_cursor, sql: str, _bindings) -> bool:
+        if sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            try:  # what the indexer does at any moment: a write of its own, committed
+                other.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('race', ?)", (str(len(commits)),))
+                commits.append("committed")
+            except apsw.BusyError:
+                commits.append("waited")  # our transaction holds the write lock: the other writer waits its turn
+        return True
+
+    pending.conn.exec_trace = commit_elsewhere
+    try:
+        proposed, _ = pending.propose("Answer in Irish")
+        pending.claim(proposed.id, approve=False)
+    finally:
+        pending.conn.exec_trace = None
+    assert commits and set(commits) == {"waited"}, commits
+    assert pending.list() == []
