@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from tarsd.channels.channel import Counters
 from tarsd.channels.secrets import SecretFile
-from tarsd.channels.webhook_answers import RefusalLog, answer, error_body
+from tarsd.channels.webhook_answers import CLOSE, RefusalLog, answer, error_body
 from tarsd.tools.secret_files import SecretFileError
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class TelegramWebhook:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             self.refusals.refused(f"a body declared over {MAX_BODY_BYTES // 1024} KiB", scope)
-            return await answer(send, 413, error_body("too_large", "the body is too large", "Telegram's updates are a few KB"))
+            return await answer(send, 413, error_body("too_large", "the body is too large", "Telegram's updates are a few KB"), CLOSE)
         body = bytearray()
         while True:
             message = await receive()
@@ -57,7 +57,7 @@ class TelegramWebhook:
             body += message.get("body", b"")
             if len(body) > MAX_BODY_BYTES:
                 self.refusals.refused(f"a body over {MAX_BODY_BYTES // 1024} KiB", scope)
-                return await answer(send, 413, error_body("too_large", "the body is too large", "Telegram's updates are a few KB"))
+                return await answer(send, 413, error_body("too_large", "the body is too large", "Telegram's updates are a few KB"), CLOSE)
             if not message.get("more_body", False):
                 break
         try:

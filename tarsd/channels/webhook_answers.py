@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable
 
 REFUSAL_LOG_SECONDS = 60.0  # at most one log line a minute about refused posts
+# With an answer given before the body was read (413): the door closes such a connection right after
+# it (tarsd/serve/http.py), so the answer says so, and no client sends its next request on it.
+CLOSE = [(b"connection", b"close")]
 
 
 def error_body(code: str, message: str, hint: str) -> bytes:

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs
 
 from tarsd.channels.channel import ChoiceIn, Counters, IdChanged, Inbound, OtherIn, TextIn
 from tarsd.channels.secrets import SecretFile
-from tarsd.channels.webhook_answers import RefusalLog, answer, error_body
+from tarsd.channels.webhook_answers import CLOSE, RefusalLog, answer, error_body
 from tarsd.tools.secret_files import SecretFileError
 
 log = logging.getLogger(__name__)
@@ -270,7 +270,7 @@ class Webhook:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             self.refusals.refused(f"a body declared over {MAX_BODY_BYTES // 1024} KiB", scope)
-            return await answer(send, 413, _too_large())
+            return await answer(send, 413, _too_large(), CLOSE)
         body = bytearray()
         while True:
             message = await receive()
@@ -279,7 +279,7 @@ class Webhook:
             body += message.get("body", b"")
             if len(body) > MAX_BODY_BYTES:
                 self.refusals.refused(f"a body over {MAX_BODY_BYTES // 1024} KiB", scope)
-                return await answer(send, 413, _too_large())
+                return await answer(send, 413, _too_large(), CLOSE)
             if not message.get("more_body", False):
                 break
         try:
