@@ -14,21 +14,35 @@ from pathlib import Path
 EXIT_OK, EXIT_FAILED, EXIT_NOT_RUNNING = 0, 1, 3  # as every tarsctl command: 3, tarsd is not running
 
 
-def main(args) -> int:
+def _config_and_token(kind: str, rotate: bool):
+    """(the config, its token of ``kind``: "http" or "mcp"), made or rotated as asked; None (and a
+    line on stderr saying why) when the config or the token file cannot be used."""
     from tarsd.config.settings import ConfigError, config_file_path, load_config
-    from tarsd.serve.http_token import TokenError, ensure_token, rotate_token, token_path
+    from tarsd.serve.http_token import TokenError, ensure_token, mcp_token_path, rotate_token, token_path
 
     try:
         config = load_config()
     except ConfigError as exc:
         print(f"tarsctl: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    path = token_path(config.http.token_file, config_file_path())
+        return None
+    if kind == "mcp":
+        path = mcp_token_path(config.http.mcp_token_file, config_file_path())
+    else:
+        path = token_path(config.http.token_file, config_file_path())
     try:
-        token = rotate_token(path) if getattr(args, "rotate", False) else ensure_token(path)
+        return config, rotate_token(path) if rotate else ensure_token(path)
     except (OSError, TokenError) as exc:
         print(f"tarsctl: {exc}", file=sys.stderr)
+        return None
+
+
+def main(args) -> int:
+    from tarsd.config.settings import config_file_path
+
+    found = _config_and_token("http", getattr(args, "rotate", False))
+    if found is None:
         return EXIT_FAILED
+    config, token = found
     if not config.http.enabled:
         print(
             f"tarsctl: the HTTP listener is off: set [http] enabled = true in {config_file_path()} (or TARS_HTTP_ENABLED=1) "
@@ -52,20 +66,12 @@ def main(args) -> int:
 
 def mcp_token(args) -> int:
     """``tarsctl mcp token [--rotate]``: the token to give an MCP client that reaches tarsd over HTTP."""
-    from tarsd.config.settings import ConfigError, config_file_path, load_config
-    from tarsd.serve.http_token import TokenError, ensure_token, mcp_token_path, rotate_token
+    from tarsd.config.settings import config_file_path
 
-    try:
-        config = load_config()
-    except ConfigError as exc:
-        print(f"tarsctl: {exc}", file=sys.stderr)
+    found = _config_and_token("mcp", args.rotate)
+    if found is None:
         return EXIT_FAILED
-    path = mcp_token_path(config.http.mcp_token_file, config_file_path())
-    try:
-        token = rotate_token(path) if args.rotate else ensure_token(path)
-    except (OSError, TokenError) as exc:
-        print(f"tarsctl: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    config, token = found
     print(token)
     if args.rotate:
         print("a new MCP token: tarsd takes it at once; give it to your MCP clients in place of the old one", file=sys.stderr)

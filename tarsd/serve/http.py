@@ -239,6 +239,18 @@ def connection_budget(configured: int, socket_connections: int) -> int:
     return max(8, min(configured, soft - FD_RESERVE - socket_connections - 4 * ACCEPT_BACKLOG - ADMIT_SLACK - PUBLIC_READERS))
 
 
+def _usable_token(path: Path, what: str) -> TokenCheck:
+    """The check of the token in ``path``, made there first when there is none; HttpStartError
+    when the file cannot be used (others can read it, another owner, too short)."""
+    token = TokenCheck(path, what)
+    if token.error:
+        ensure_token(path)
+        token = TokenCheck(path, what)
+    if token.error:
+        raise HttpStartError(token.error)
+    return token
+
+
 class _Uvicorn(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self):
@@ -325,20 +337,8 @@ class HttpDoor:
                 '(and read the README on TLS: a reverse proxy or Tailscale), or use host = "127.0.0.1"'
             )
         try:
-            token = TokenCheck(self.token_file)
-            if token.error:
-                ensure_token(self.token_file)
-                token = TokenCheck(self.token_file)
-            if token.error:
-                raise HttpStartError(token.error)
-            mcp_token = None
-            if self.mcp_token_file is not None:
-                mcp_token = TokenCheck(self.mcp_token_file, "MCP")
-                if mcp_token.error:
-                    ensure_token(self.mcp_token_file)
-                    mcp_token = TokenCheck(self.mcp_token_file, "MCP")
-                if mcp_token.error:
-                    raise HttpStartError(mcp_token.error)
+            token = _usable_token(self.token_file, "HTTP")
+            mcp_token = None if self.mcp_token_file is None else _usable_token(self.mcp_token_file, "MCP")
             limiter = FailureLimiter(settings.auth_failures_burst, settings.auth_failures_per_second)
             total = connection_budget(settings.max_connections, self.server.max_connections)
             self.gate = ConnectionGate(min(settings.max_connections_per_client, total), total, slack=ADMIT_SLACK)
