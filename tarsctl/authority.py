@@ -37,6 +37,7 @@ from tarsctl.protocol import (
     EndConversation,
     Feedback,
     Forget,
+    Inbox,
     Index,
     Links,
     ListConversations,
@@ -47,7 +48,11 @@ from tarsctl.protocol import (
     ReadNote,
     Related,
     Remember,
+    Remind,
     Review,
+    RoutineAction,
+    Routines,
+    SaveRoutine,
     Search,
     Sessions,
     Status,
@@ -61,6 +66,7 @@ class Principal(StrEnum):
     PHONE = "phone"  # an allowed sender on a messenger channel: the user speaking
     MCP_CLIENT = "mcp_client"  # an AI tool: tarsctl mcp, or the MCP token on /mcp
     MODEL = "model"  # the chat model, through its tools
+    ROUTINE = "routine"  # a routine the user wrote, run by tarsd on its schedule (no door carries it)
     DATA = "data"  # text from notes, tool results, web pages, other senders
 
 
@@ -73,6 +79,8 @@ class Right(StrEnum):
     APPROVE_TOOL_CALL = "approve_tool_call"  # answer "run it?" for one call
     ALLOW_TOOL = "allow_tool"  # let a tool run without asking: "always", a chat's allow_tools
     CONTROL = "control"  # tarsd itself: index now, stop
+    REMIND = "remind"  # set a reminder: a text sent to the user at a time (it can only ever message the user)
+    SCHEDULE = "schedule"  # write, change or remove a routine: a prompt run on a schedule, with the tools it lists
 
 
 _USER = frozenset(Right)
@@ -83,10 +91,17 @@ AUTHORITY: dict[Principal, frozenset[Right]] = {
     Principal.BROWSER: _USER,
     # A phone says what the user says, taps "Run it" on a call shown whole, and nothing that changes
     # tarsd's settings: "always" and rule decisions are made at the terminal or on the page.
-    Principal.PHONE: frozenset({Right.READ, Right.CONVERSE, Right.REMEMBER_AS_USER, Right.APPROVE_TOOL_CALL}),
+    # It may set a reminder, and pause, resume or run the routines the user wrote; writing one is not a phone's.
+    Principal.PHONE: frozenset({Right.READ, Right.CONVERSE, Right.REMEMBER_AS_USER, Right.APPROVE_TOOL_CALL, Right.REMIND}),
     # An AI tool works for a model: what it reads may have told it what to do.
     Principal.MCP_CLIENT: frozenset({Right.READ, Right.PROPOSE}),
-    Principal.MODEL: frozenset({Right.READ, Right.PROPOSE}),
+    # The chat model sets a reminder when the user asks for one (shown with its undo): a reminder only
+    # ever messages the user. A routine it may only propose.
+    Principal.MODEL: frozenset({Right.READ, Right.PROPOSE, Right.REMIND}),
+    # A routine the user wrote: its run converses, uses the tools listed in it without asking (the runner
+    # passes exactly those as allow_tools), and relays any other call's question to the user on its
+    # channel, where the user's tap decides (approvals: the run cannot answer one itself).
+    Principal.ROUTINE: frozenset({Right.READ, Right.CONVERSE, Right.ALLOW_TOOL, Right.APPROVE_TOOL_CALL}),
     Principal.DATA: frozenset(),
 }
 
@@ -114,6 +129,22 @@ def _chat(request: Chat) -> frozenset[Right]:
 
 def _decide_tool_call(request: DecideToolCall) -> frozenset[Right]:
     return frozenset({Right.APPROVE_TOOL_CALL, Right.ALLOW_TOOL} if request.always else {Right.APPROVE_TOOL_CALL})
+
+
+def _save_routine(request: SaveRoutine) -> frozenset[Right]:
+    return frozenset({Right.SCHEDULE, Right.ALLOW_TOOL} if request.tools else {Right.SCHEDULE})
+
+
+def _routine_action(request: RoutineAction) -> frozenset[Right]:
+    # Pausing, resuming or running a routine the user wrote is the user speaking; removing one is
+    # writing the routines file (a reminder is removed with the right to set one: its undo).
+    if request.action == "remove":
+        return frozenset({Right.SCHEDULE}) if not request.name.startswith("remind-") else frozenset({Right.REMIND})
+    return frozenset({Right.CONVERSE})
+
+
+def _inbox(request: Inbox) -> frozenset[Right]:
+    return frozenset({Right.READ, Right.CONVERSE} if request.mark_read or request.mark_all_read else {Right.READ})
 
 
 def _always(*rights: Right) -> Callable[[Message], frozenset[Right]]:
@@ -147,6 +178,11 @@ NEEDS: dict[type[Message], Callable[[Message], frozenset[Right]]] = {
     DecideToolCall: _decide_tool_call,
     Index: _always(Right.CONTROL),
     Stop: _always(Right.CONTROL),
+    Routines: _always(Right.READ),
+    SaveRoutine: _save_routine,
+    RoutineAction: _routine_action,
+    Remind: _always(Right.REMIND),
+    Inbox: _inbox,
 }
 
 _WHO = {
@@ -155,6 +191,7 @@ _WHO = {
     Principal.PHONE: "a messenger channel",
     Principal.MCP_CLIENT: "an MCP client",
     Principal.MODEL: "the model",
+    Principal.ROUTINE: "a routine",
     Principal.DATA: "text from a note, a tool or another sender",
 }
 _WHERE = {
@@ -166,6 +203,8 @@ _WHERE = {
     Right.CONTROL: "run it at the terminal: tarsctl index, tarsctl stop",
     Right.CONVERSE: "chat from the terminal, the web page or a messenger channel",
     Right.PROPOSE: "",
+    Right.REMIND: "set a reminder at the terminal (tarsctl remind), on the web page or with /remind in a messenger",
+    Right.SCHEDULE: "write routines at the terminal (tarsctl routines add) or on the web page",
     Right.READ: "",
 }
 

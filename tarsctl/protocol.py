@@ -261,6 +261,66 @@ class ConversationHistory(Message, tag="conversation_history"):
     limit: Annotated[int, Meta(ge=1, le=200)] = 50  # the last this many messages
 
 
+# ---- routines and reminders (docs/routines.md) ----
+
+RoutineName = Annotated[str, Meta(max_length=64)]
+Targets = Annotated[list[Annotated[str, Meta(max_length=32)]], Meta(max_length=8)]  # inbox | telegram | whatsapp | note
+
+
+class Routines(Message, tag="routines"):
+    """The routines and reminders in the routines file, each with its next and last run (answered by routines_reply)."""
+
+    id: int = 0
+    name: RoutineName = ""  # one routine; empty: all
+    runs: Annotated[int, Meta(ge=0, le=100)] = 0  # also its newest runs (with a name)
+
+
+class SaveRoutine(Message, tag="save_routine"):
+    """Add a routine, or change one (``edit``: only the fields given change; answered by routine_saved)."""
+
+    id: int = 0
+    name: RoutineName = ""
+    edit: bool = False
+    schedule: Annotated[str, Meta(max_length=200)] | None = None  # "30 7 * * *", "every 2h", "2026-11-27 15:00"
+    prompt: Text | None = None
+    deliver: Targets | None = None  # empty: [routines] deliver
+    tools: Annotated[list[Annotated[str, Meta(max_length=200)]], Meta(max_length=100)] | None = None
+    quiet: bool | None = None  # speak only when there is something to say
+    runs_per_day: Annotated[int, Meta(ge=1, le=100_000)] | None = None
+    tokens_per_run: Annotated[int, Meta(ge=1, le=10_000_000)] | None = None
+    grace_minutes: Annotated[int, Meta(ge=0, le=525_600)] | None = None
+    note: VaultPath | None = None  # the note target: a vault path, {date} for the day's date
+    heading: Annotated[str, Meta(max_length=200)] | None = None
+
+
+class RoutineAction(Message, tag="routine_action"):
+    """pause | resume | remove a routine or a reminder, or run a routine now (answered by routine_saved,
+    or routine_ran for a run)."""
+
+    id: int = 0
+    name: RoutineName = ""
+    action: str = ""  # pause | resume | remove | run
+
+
+class Remind(Message, tag="remind"):
+    """A reminder: ``text`` sent to the user at ``when``, no model run (answered by routine_saved)."""
+
+    id: int = 0
+    when: Annotated[str, Meta(max_length=100)] = ""  # HH:MM, an ISO date-time, or "in N s|min|h|d"
+    text: Annotated[str, Meta(max_length=4000)] = ""
+    to: Targets = []  # empty: [routines] deliver
+
+
+class Inbox(Message, tag="inbox"):
+    """What routines and reminders said, newest first, with each delivery's state (answered by inbox_reply)."""
+
+    id: int = 0
+    limit: Limit = 20
+    unread: bool = False  # only those not read yet
+    mark_read: Annotated[list[int], Meta(max_length=1000)] = []  # these are read now
+    mark_all_read: bool = False
+
+
 # ---- replies and stream events ----
 
 
@@ -522,6 +582,36 @@ class ChannelStatus(msgspec.Struct):
     questions_waiting: int = 0  # tool approvals (buttons) waiting for an answer
 
 
+class RunInfo(msgspec.Struct, omit_defaults=True):
+    """One occurrence of a routine: run (spoke, quiet), or not (skipped, limited), or broken (failed, interrupted)."""
+
+    scheduled_at: float = 0.0  # the time it was due (unix time)
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    outcome: str = ""  # running | spoke | quiet | reminded | skipped | limited | failed | interrupted
+    late: bool = False  # run after its time (tarsd was stopped or the machine slept)
+    detail: str = ""  # why it was skipped, limited or failed; what was denied
+    conversation: str = ""  # routine:NAME, its session log is in sessions/
+
+
+class RoutinesStatus(msgspec.Struct, omit_defaults=True):
+    """Routines in status: how many, what runs next, what ran last, and what went wrong."""
+
+    enabled: bool = True
+    routines: int = 0
+    reminders: int = 0
+    paused: int = 0
+    next_name: str = ""
+    next_at: float = 0.0
+    last_name: str = ""
+    last: RunInfo | None = None
+    unread: int = 0  # inbox messages not read yet
+    pending_deliveries: int = 0  # waiting for a retry
+    failed_deliveries: int = 0  # given up (the messages are in the inbox)
+    problem: str = ""  # the routines file's problem, or a delivery that cannot work (a WhatsApp template missing)
+    errors: list[str] = []  # the newest failures, for people
+
+
 class StatusReply(Message, tag="status_reply"):
     id: int = 0
     vault: str = ""
@@ -547,6 +637,7 @@ class StatusReply(Message, tag="status_reply"):
     tool_calls: list[ToolCallRecord] = []  # the newest calls of their tools, at most 10
     channels: list[ChannelStatus] = []  # messenger channels ([whatsapp]) when enabled
     memory_budget: str = ""  # the memory tarsd plans for, where that comes from, and the settings it picked
+    routines: RoutinesStatus = msgspec.field(default_factory=RoutinesStatus)
 
 
 class Stopping(Message, tag="stopping"):
@@ -784,6 +875,78 @@ class RuleDecided(Message, tag="rule_decided"):
     action: str = "rule"  # rule | replace | remove
 
 
+class RoutineInfo(msgspec.Struct, omit_defaults=True):
+    name: str
+    kind: str = "routine"  # routine | reminder
+    schedule: str = ""
+    prompt: str = ""
+    text: str = ""  # a reminder's message
+    deliver: list[str] = []  # where its messages go (the config's default filled in)
+    tools: list[str] = []  # tools a run may use without asking
+    quiet: bool = False  # speaks only when there is something to say
+    paused: bool = False
+    by: str = "user"  # user | model (a reminder the model set when asked)
+    next_run: float = 0.0  # unix time; 0: none (paused, or a one-shot that has run)
+    last_run: RunInfo | None = None
+    runs: list[RunInfo] = []  # newest first, with Routines(runs=N)
+    runs_today: int = 0
+    runs_per_day: int = 0
+    tokens_per_run: int = 0
+    grace_minutes: int = 0
+    note: str = ""
+    heading: str = ""
+    undo: str = ""  # the command that removes it
+
+
+class RoutinesReply(Message, tag="routines_reply"):
+    id: int = 0
+    routines: list[RoutineInfo] = []
+    file: str = ""  # the routines file
+    timezone: str = ""
+    enabled: bool = True  # [routines] enabled: false on a machine that leaves them to another
+    problem: str = ""  # why (part of) the routines file is not used, and what to do
+    skipped: list[str] = []  # runs missed past their grace at the last start, for people
+
+
+class RoutineSaved(Message, tag="routine_saved"):
+    id: int = 0
+    routine: RoutineInfo = msgspec.field(default_factory=lambda: RoutineInfo(name=""))
+    status: str = ""  # added | updated | paused | resumed | removed
+    file: str = ""
+
+
+class RoutineRan(Message, tag="routine_ran"):
+    id: int = 0
+    name: str = ""
+    run: RunInfo = msgspec.field(default_factory=RunInfo)
+    text: str = ""  # what it said (empty when it had nothing to say)
+
+
+class DeliveryInfo(msgspec.Struct, omit_defaults=True):
+    target: str
+    state: str = "pending"  # pending | sent | failed (given up: the message stays in the inbox)
+    attempts: int = 0
+    last_error: str = ""
+    next_attempt_at: float = 0.0
+    sent_at: float = 0.0
+
+
+class InboxMessage(msgspec.Struct, omit_defaults=True):
+    id: int
+    created_at: float = 0.0
+    source: str = ""  # routine:NAME | reminder:NAME
+    title: str = ""
+    text: str = ""
+    read: bool = False
+    deliveries: list[DeliveryInfo] = []
+
+
+class InboxReply(Message, tag="inbox_reply"):
+    id: int = 0
+    messages: list[InboxMessage] = []
+    unread: int = 0  # in all, after this request's marks
+
+
 class Error(Message, tag="error"):
     id: int = 0
     code: str = ""  # bad_frame | too_large | bad_request | unsupported | unavailable | internal | ...
@@ -816,6 +979,11 @@ ClientMessage = (
     | DecideRule
     | DecideToolCall
     | ListTools
+    | Routines
+    | SaveRoutine
+    | RoutineAction
+    | Remind
+    | Inbox
 )
 ServerMessage = (
     Welcome
@@ -846,6 +1014,10 @@ ServerMessage = (
     | ToolApproval
     | ToolCallDecided
     | ToolsReply
+    | RoutinesReply
+    | RoutineSaved
+    | RoutineRan
+    | InboxReply
 )
 FINAL_REPLIES = (
     Pong,
@@ -871,6 +1043,10 @@ FINAL_REPLIES = (
     RuleDecided,
     ToolCallDecided,
     ToolsReply,
+    RoutinesReply,
+    RoutineSaved,
+    RoutineRan,
+    InboxReply,
 )
 
 encoder = msgspec.msgpack.Encoder()
