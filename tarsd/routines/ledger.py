@@ -161,6 +161,11 @@ class Ledger:
         """``last_scheduled`` of every routine that has run, in one query (the clock's re-arming)."""
         return dict(self._rows("SELECT routine, max(scheduled_at) FROM routine_runs GROUP BY routine"))
 
+    def run_for(self, routine: str, scheduled_at: float) -> Run | None:
+        """The run of one occurrence: what fire() finishes (the clock claimed it just before calling fire)."""
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE routine = ? AND scheduled_at = ?", (routine, scheduled_at))
+        return _run(rows[0]) if rows else None
+
     def last_run(self, routine: str) -> Run | None:
         runs = self.runs(routine, limit=1)
         return runs[0] if runs else None
@@ -257,7 +262,8 @@ class Ledger:
     def delivered(self, delivery_id: int) -> None:
         with self._writing():
             self.conn.execute(
-                "UPDATE deliveries SET state = ?, attempts = attempts + 1, sent_at = ?, next_attempt_at = NULL, last_error = '' WHERE id = ?",
+                "UPDATE deliveries SET state = ?, attempts = attempts + 1, sent_at = ?, next_attempt_at = NULL, last_error = '' "
+                "WHERE id = ?",
                 (SENT, time.time(), delivery_id),
             )
 
