@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.search",),
     ("tarsd.memory",),
     ("tarsd.tools",),  # other MCP servers' tools: connections, policy, approvals
+    ("tarsd.routines",),  # routines and reminders, what and when: schedules, the routines file, runs, inbox, clock
     ("tarsd.chat",),
     ("tarsd.serve",),
     ("tarsd.channels",),  # messengers (WhatsApp) on the HTTP listener, through the doors' dispatcher
