@@ -124,6 +124,7 @@ class Chat(Message, tag="chat"):
     # Tools (as the model knows them: `tarsctl tools` lists them) the user allows for this message
     # without being asked (tarsctl chat --allow-tools).
     allow_tools: Annotated[list[Annotated[str, Meta(max_length=200)]], Meta(max_length=100)] = []
+    token_budget: Annotated[int, Meta(ge=0)] = 0  # the model tokens this turn may use (0: no limit): a routine's tokens_per_run
 
 
 class Cancel(Message, tag="cancel"):
@@ -757,6 +758,7 @@ class ChatDone(Message, tag="chat_done"):
     cancelled: bool = False
     session_log: str = ""  # path of a session log written by this turn, if any
     warnings: list[str] = []
+    tokens: int = 0  # model tokens the turn used, counted by tars (only with a token_budget)
 
 
 class ConversationEnded(Message, tag="conversation_ended"):

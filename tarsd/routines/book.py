@@ -214,6 +214,10 @@ class Book:
             return float(value)
         raise RoutineError("created must be a date and time (2026-11-26T17:00:00Z) or a unix time")
 
+    def check(self, routine: Routine) -> None:
+        """RoutineError when ``routine`` could not be added now (a proposal is checked before it waits)."""
+        self._check(routine, datetime.now(self.tz))
+
     def _check(self, routine: Routine, now: datetime) -> None:
         """Every field as it must be; ``now``: a one-shot before it is refused (the routine's
         creation when reading the file, so a reminder that has passed is still read)."""

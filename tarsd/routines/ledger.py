@@ -281,6 +281,15 @@ class Ledger:
                     (error, retry_at, delivery_id),
                 )
 
+    def delivery_counts(self) -> dict[str, int]:
+        """Deliveries by state (pending, sent, failed), for status."""
+        return dict(self._rows("SELECT state, count(*) FROM deliveries GROUP BY state"))
+
+    def failed_deliveries(self, limit: int = 5) -> list[DeliveryState]:
+        """The newest deliveries given up (their messages are in the inbox), for status."""
+        rows = self._rows(f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE state = ? ORDER BY id DESC LIMIT ?", (FAILED, limit))
+        return [DeliveryState(*row) for row in rows]
+
     def delivery(self, delivery_id: int) -> DeliveryState | None:
         rows = self._rows(f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE id = ?", (delivery_id,))
         return DeliveryState(*rows[0]) if rows else None

@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.chat",),
     ("tarsd.serve",),
     ("tarsd.channels",),  # messengers (WhatsApp) on the HTTP listener, through the doors' dispatcher
+    ("tarsd.speaking",),  # tars speaks first: routines' runs and delivering what they say (through the dispatcher, the channels)
     ("tarsd.daemon",),
     ("tarsctl",),  # the command line: cli, chat, doctor, service, config and http views
 ]
