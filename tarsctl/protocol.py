@@ -581,6 +581,9 @@ class ChannelStatus(msgspec.Struct):
     last_error: str = ""
     last_error_at: float = 0.0
     questions_waiting: int = 0  # tool approvals (buttons) waiting for an answer
+    # WhatsApp: the approved template a message tars starts goes as outside the 24-hour window
+    # ([whatsapp] template); "" when none is set, and such a message cannot be sent.
+    template: str = ""
 
 
 class RunInfo(msgspec.Struct, omit_defaults=True):

@@ -62,6 +62,10 @@ def explain(exc: msgspec.ValidationError, data: dict, root: type, origins: dict[
 
 def allowed(info: types.Type) -> str:
     """The values a setting's type allows, in words: 'one of "debug", "info"', 'a whole number, 0 or more'."""
+    if isinstance(info, types.Metadata):
+        # A string with a pattern says in its description what the pattern allows: a regex is no help to a person.
+        described = (info.extra_json_schema or {}).get("description")
+        return described if described else allowed(info.type)
     if isinstance(info, types.LiteralType):
         return "one of " + ", ".join(json.dumps(v) for v in info.values)
     if isinstance(info, types.UnionType):

@@ -262,6 +262,19 @@ class WhatsAppConfig(msgspec.Struct, forbid_unknown_fields=True):
     app_secret_file: str = ""  # the app's secret: every webhook POST is signed with it (X-Hub-Signature-256)
     access_token_file: str = ""  # the (permanent) token tars sends replies with
     graph_url: str = "https://graph.facebook.com/v21.0"
+    # Outside WhatsApp's 24-hour window (a day since the user last wrote) only an approved template
+    # may be sent: the name of a UTILITY template whose body has one variable {{1}}, which tars fills
+    # with its message (docs/whatsapp.md#templates). Empty: tars cannot start a message outside it.
+    # Meta's names are lowercase letters, digits and underscores.
+    template: Annotated[
+        str,
+        msgspec.Meta(pattern=r"^[a-z0-9_]{0,512}$", description='a template name of lowercase letters, digits and _: "tars_message"'),
+    ] = ""
+    # The template's language as WhatsApp Manager names it: "en", "en_US", "de", "pt_BR".
+    template_language: Annotated[
+        str,
+        msgspec.Meta(pattern=r"^[a-z]{2,3}(_[A-Z]{2})?$", description='a language code as WhatsApp Manager writes it: "en", "en_US"'),
+    ] = "en"
 
 
 class TelegramConfig(msgspec.Struct, forbid_unknown_fields=True):

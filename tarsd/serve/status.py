@@ -331,6 +331,12 @@ def channel_warnings(channels: list[ChannelStatus]) -> list[str]:
             found.append(
                 f"{channel.name}: {channel.window_closed} repl{'y was' if channel.window_closed == 1 else 'ies were'} refused outside "
                 f"WhatsApp's 24-hour window (last at {when}): a message from your phone opens it again"
+                + (
+                    "; outside the window: no template, so a message tars starts cannot reach you there: set [whatsapp] template "
+                    "(docs/whatsapp.md#templates)"
+                    if channel.name == "whatsapp" and not channel.template
+                    else ""
+                )
             )
         if channel.id_changes:
             found.append(
