@@ -321,6 +321,8 @@ class Assistant:
                 "---",
                 "type: session-log",
                 f"conversation: {conversation.id}",
+                # A routine's run (tarsd/speaking/runner.py) was started by tars's scheduler, not by the user.
+                *(["source: scheduler"] if conversation.id.startswith("routine:") else []),
                 f"started: {started.isoformat(timespec='seconds')}",
                 f"ended: {ended.isoformat(timespec='seconds')}",
                 f"messages: {sum(1 for _, m in span if m.role in ('user', 'assistant') and m.content)}",
