@@ -214,7 +214,7 @@ def test_a_run_prints_what_the_routine_said_cleaned_and_fails_with_exit_1(start_
 def test_the_repl_lists_routines_and_sets_reminders(start_daemon, tmp_path: Path):
     daemon = routines_daemon(start_daemon, tmp_path)
     at = datetime(2030, 1, 1, 9, 0, tzinfo=ZoneInfo(ZONE))
-    done = daemon.repl(["/remind 2030-01-01 09:00 New year call", "/remind in 20", "/routines", "/help"])
+    done = daemon.repl(["/remind 2030-01-01 09:00 New year call", "/remind in 20 min", "/routines", "/help"])
     assert done.returncode == 0, done.stderr
     assert f"Reminder set for {day_and_time(at.timestamp(), ZONE)} (inbox): New year call" in done.stdout
     assert "undo: tarsctl routines rm remind-0101-0900" in done.stdout
