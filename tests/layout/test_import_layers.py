@@ -44,9 +44,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.search",),
     ("tarsd.memory",),
     ("tarsd.tools",),  # other MCP servers' tools: connections, policy, approvals
+    ("tarsd.routines",),  # routines and reminders, what and when: schedules, the routines file, runs, inbox, clock
     ("tarsd.chat",),
     ("tarsd.serve",),
     ("tarsd.channels",),  # messengers (WhatsApp) on the HTTP listener, through the doors' dispatcher
+    ("tarsd.speaking",),  # tars speaks first: routines' runs and delivering what they say (through the dispatcher, the channels)
     ("tarsd.daemon",),
     ("tarsctl",),  # the command line: cli, chat, doctor, service, config and http views
 ]
