@@ -64,14 +64,14 @@ def routines_command(client: Client, args) -> int:
             print(f"tarsctl: {request}", file=sys.stderr)
             return EXIT_USAGE
         saved = client.call(request)
-        return emit_json(saved) if as_json else print_saved(saved)
+        return emit_json(saved) if as_json else print_saved(saved, _timezone(client, saved.routine.name))
     reply = client.call(RoutineAction(id=client.next_id(), name=args.name, action=ACTIONS[action]))
     if as_json:
         emit_json(reply)
         return EXIT_REMOTE if isinstance(reply, RoutineRan) and reply.run.outcome == "failed" else EXIT_OK
     if isinstance(reply, RoutineRan):
         return print_ran(reply)
-    return print_saved(reply)
+    return print_saved(reply, _timezone(client, reply.routine.name) if reply.status == "resumed" else "")
 
 
 def _save_request(args, edit: bool) -> SaveRoutine | str:
@@ -123,7 +123,8 @@ def remind_command(client: Client, args) -> int:
 
 
 def _timezone(client: Client, name: str) -> str:
-    """The routines' time zone, to say a reminder's time in the zone its name was made in."""
+    """The routines' time zone, to say a time in the zone the schedule is read in (a reminder's
+    name is made in it too): the replies that save do not carry it."""
     from tarsctl.client import RemoteError
 
     try:
@@ -278,11 +279,12 @@ def _run_whole(run: RunInfo, zone: str) -> str:
     return said
 
 
-def print_saved(saved: RoutineSaved, out=sys.stdout) -> int:
+def print_saved(saved: RoutineSaved, timezone: str = "", out=sys.stdout) -> int:
+    """added NAME: next run Thu 26 Nov 07:30 (FILE); ``timezone``: the routines' (RoutineSaved does not say it)."""
     routine = saved.routine
     said = f"{SAID.get(saved.status, shown_text(saved.status))} {shown_text(routine.name)}"
     if saved.status in ("added", "updated", "resumed") and routine.next_run:
-        said += f": next run {day_and_time(routine.next_run)}"
+        said += f": next run {day_and_time(routine.next_run, timezone)}"
     print(said + (f" ({shown_text(saved.file)})" if saved.file else ""), file=out)
     if saved.status == "added" and routine.undo:
         print(f"  undo: {shown_text(routine.undo)}", file=out)

@@ -55,14 +55,14 @@ def test_a_routine_goes_through_add_list_show_edit_pause_resume_and_rm(start_dae
             "--tools", "tasks__list,tasks__get", "--quiet", "--runs-per-day", "3", "--grace", "30",
         )
     )  # fmt: skip
-    assert added.startswith("added morning: next run ") and "routines.toml" in added
+    next_run = datetime.now(ZoneInfo(ZONE)).replace(hour=7, minute=30, second=0, microsecond=0)
+    if next_run <= datetime.now(ZoneInfo(ZONE)):
+        next_run += timedelta(days=1)
+    assert added.startswith(f"added morning: next run {day_and_time(next_run.timestamp(), ZONE)} (") and "routines.toml" in added
     entry = routines_file(daemon)["routine"]["morning"]
     assert (entry["schedule"], entry["prompt"], entry["quiet"]) == ("30 7 * * *", "What is on today?", True)
     assert entry["tools"] == ["tasks__list", "tasks__get"] and entry["runs_per_day"] == 3 and entry["grace_minutes"] == 30
 
-    next_run = datetime.now(ZoneInfo(ZONE)).replace(hour=7, minute=30, second=0, microsecond=0)
-    if next_run <= datetime.now(ZoneInfo(ZONE)):
-        next_run += timedelta(days=1)
     line = listed(daemon)["morning"]
     assert "routine" in line and "30 7 * * *" in line and f"next {next_run:%a} 07:30" in line and "last -" in line
     output = ok(daemon.tarsctl("routines", "list"))
