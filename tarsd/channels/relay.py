@@ -13,7 +13,8 @@ the sender are told, and the new id stays out until the owner adds it: no id is 
 Each sender is one conversation, ``<channel>:<sender>``, in the conversation store the CLI and the
 page use (so the same compaction and session logs); its messages are handled one after the other,
 while button taps are handled at once (a turn may be waiting for one). Commands work as in the
-REPL: /new, /remember, /search (and /sgrep, /svec, /help), and /whoami: the ids the messenger
+REPL: /new, /remember, /search (and /sgrep, /svec, /help), /remind and /routines (a reminder
+set here is sent here), and /whoami: the ids the messenger
 names the sender by, to put in the allow list (a WhatsApp BSUID, say). Every message is answered once: the
 channel's webhook records each message id before answering Meta (``SeenMessages``), and a message
 recorded but never answered (tarsd stopped or was killed meanwhile) gets a note at the next start.
@@ -48,11 +49,18 @@ from tarsctl.protocol import (
     Message,
     Remember,
     Remembered,
+    Remind,
+    RoutineAction,
+    RoutineRan,
+    Routines,
+    RoutineSaved,
+    RoutinesReply,
     Search,
     SearchResults,
     ToolApproval,
     ToolCallDecided,
 )
+from tarsctl.routine_times import WHEN_FORMS, day_and_time, soon, split_when
 from tarsctl.shown import shown_text
 from tarsd.channels.channel import Button, Channel, ChoiceIn, IdChanged, Inbound, OtherIn, SendFailed, TextIn, WindowClosed
 from tarsd.channels.seen import ANSWERED, KEEP_SECONDS, NOTIFIED, SeenMessages
@@ -76,6 +84,8 @@ WINDOW_MARGIN_SECONDS = 600.0
 HELP = """Commands:
 /search QUERY: search your notes (/sgrep: keywords only, /svec: by meaning)
 /remember FACT: save a fact to Memory.md
+/remind WHEN TEXT: a reminder here (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
+/routines: your routines and reminders; /routines pause|resume|run|rm NAME
 /new: log this conversation and start a new one
 /whoami: the ids this message came from, for allowed_senders
 /help: this list
@@ -263,6 +273,10 @@ class Relay:
             return await self._remember(event.sender, rest)
         if name in ("/search", "/sgrep", "/svec"):
             return await self._search(event.sender, rest, {"/search": "hybrid", "/sgrep": "fts", "/svec": "vec"}[name])
+        if name == "/remind":
+            return await self._remind(event.sender, rest)
+        if name == "/routines":
+            return await self._routines(event.sender, rest)
         if name == "/whoami":
             # Only ever to an allowed sender, about themselves: the ids are theirs.
             ids = "\n".join(f"`{i}`" for i in event.ids)
@@ -477,6 +491,57 @@ class Relay:
             hits.append(f"**{where or hit.path}** ({hit.band} {hit.score:.2f})\n{hit.path}:{hit.start_line}\n{hit.snippet}")
         await self._say(sender, "\n\n".join(hits))
 
+    # ---- routines and reminders ----
+
+    async def _remind(self, sender: str, rest: str) -> None:
+        """/remind WHEN TEXT: a reminder sent here (to this channel) at WHEN."""
+        when, words = split_when(rest.split())
+        text = " ".join(words).strip()
+        if not when or not text:
+            return await self._say(sender, f"Usage: /remind WHEN TEXT, WHEN being {WHEN_FORMS}.")
+        reply = await self._final(Remind(id=next(self._ids), when=when, text=text, to=[self.channel.name]), sender)
+        if not isinstance(reply, RoutineSaved):
+            return await self._say(sender, _failure("No reminder set", reply))
+        reminder = reply.routine
+        timezone = await self._routines_timezone(sender, reminder.name)
+        at = day_and_time(reminder.next_run, timezone) if reminder.next_run else "now"
+        # Names and commands as code: a name's "_" is not read as emphasis.
+        await self._say(sender, f"Reminder set for {at}: {reminder.text}\n(undo: `/routines rm {reminder.name}`)")
+
+    async def _routines_timezone(self, sender: str, name: str) -> str:
+        """The routines' time zone, to say a time in the zone the reminder's name was made in."""
+        reply = await self._final(Routines(id=next(self._ids), name=name), sender)
+        return reply.timezone if isinstance(reply, RoutinesReply) else ""
+
+    async def _routines(self, sender: str, rest: str) -> None:
+        """/routines: the list; /routines pause|resume|run|rm NAME: that action (a phone's rights
+        cover all but removing a routine: the dispatcher refuses that, with a hint, said here)."""
+        words = rest.split()
+        if not words:
+            reply = await self._final(Routines(id=next(self._ids)), sender)
+            if not isinstance(reply, RoutinesReply):
+                return await self._say(sender, _failure("No list", reply))
+            return await self._say(sender, _routines_list(reply))
+        action = {"pause": "pause", "resume": "resume", "run": "run", "rm": "remove", "remove": "remove"}.get(words[0].lower())
+        if action is None or len(words) != 2:
+            return await self._say(sender, "Usage: /routines, or /routines pause|resume|run|rm NAME")
+        name = words[1]
+        if action == "run":
+            typing = asyncio.ensure_future(self._keep_typing(sender))
+            try:
+                reply = await self._final(RoutineAction(id=next(self._ids), name=name, action="run"), sender)
+            finally:
+                typing.cancel()
+            if not isinstance(reply, RoutineRan):
+                return await self._say(sender, _failure(f"{name} did not run", reply))
+            said = reply.text.strip() or "(nothing to say)"
+            outcome = reply.run.outcome + (f": {reply.run.detail}" if reply.run.detail else "")
+            return await self._say(sender, f"{said}\n\n(`{name}`: {outcome})")
+        reply = await self._final(RoutineAction(id=next(self._ids), name=name, action=action), sender)
+        if not isinstance(reply, RoutineSaved):
+            return await self._say(sender, _failure(f"{name} is unchanged", reply))
+        await self._say(sender, f"`{reply.routine.name or name}`: {reply.status}.")
+
     # ---- sending ----
 
     async def _say(self, sender: str, markdown: str) -> bool:
@@ -649,6 +714,26 @@ class Relay:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=STOP_GRACE_SECONDS)
+
+
+def _routines_list(reply: RoutinesReply) -> str:
+    """One short line per routine and reminder, for a phone's screen."""
+    if not reply.routines:
+        return "No routines or reminders. /remind WHEN TEXT sets a reminder."
+    lines = []
+    for routine in reply.routines:
+        if routine.paused:
+            next_run = "paused"
+        elif routine.next_run:
+            next_run = f"next {soon(routine.next_run, reply.timezone)}"
+        else:
+            next_run = "no next run"
+        last = f"; last {routine.last_run.outcome}" if routine.last_run is not None and routine.last_run.outcome else ""
+        what = routine.text if routine.kind == "reminder" else routine.schedule
+        lines.append(f"`{routine.name}` ({what}): {next_run}{last}")
+    if reply.problem:
+        lines.append(f"Problem: {reply.problem}")
+    return "\n".join(lines)
 
 
 def _failure(what: str, reply: Message | None) -> str:
