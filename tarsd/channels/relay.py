@@ -281,7 +281,7 @@ class Relay:
             # Only ever to an allowed sender, about themselves: the ids are theirs.
             ids = "\n".join(f"`{i}`" for i in event.ids)
             return await self._say(event.sender, f"This message came from:\n{ids}\n(each one can go in allowed_senders)")
-        if name == "/help":
+        if name in ("/help", "/start"):  # /start: what Telegram sends when a user opens the bot the first time
             return await self._say(event.sender, HELP)
         await self._say(event.sender, f"Unknown command {name}: /help lists them.")
 

@@ -15,13 +15,15 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from tarsd.channels.channel import SendFailed
-from tarsd.channels.relay import Relay
 from tarsd.config.settings import RoutinesConfig
 from tarsd.routines.ledger import DeliveryState, InboxItem, Ledger
 from tarsd.speaking.vault_note import NoteTargetError, append_to_note, entry, note_path
+
+if TYPE_CHECKING:  # the channels are loaded only when one is enabled (tests/serve/test_http.py checks it)
+    from tarsd.channels.relay import Relay
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,10 @@ log = logging.getLogger(__name__)
 # message stays in the inbox). About a day in all: a phone off for a night still gets it.
 RETRY_SECONDS = (5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 3600.0, 7200.0, 7200.0, 14400.0, 14400.0, 28800.0, 28800.0)
 CHANNEL_TARGETS = ("telegram", "whatsapp")
+
+
+class DeliveryFailed(Exception):
+    """A delivery that did not go through (the message says why and what to do); tried again later."""
 
 
 class Deliveries:
@@ -114,7 +120,7 @@ class Deliveries:
             return
         try:
             await self._send(delivery.target, item)
-        except (SendFailed, NoteTargetError, OSError) as exc:
+        except (DeliveryFailed, NoteTargetError, OSError) as exc:
             why = str(exc) + (f" ({exc.hint})" if getattr(exc, "hint", "") else "")
             retry_at = self._retry_at(delivery.attempts + 1)
             await asyncio.to_thread(self.ledger.delivery_failed, delivery.id, why, retry_at)
@@ -137,8 +143,13 @@ class Deliveries:
         if target in CHANNEL_TARGETS:
             relay = self.relays().get(target)
             if relay is None:
-                raise SendFailed(f"the {target} channel is not running in this tarsd: `tarsctl status` says why ([{target}] enabled?)")
-            await relay.deliver(text)
+                raise DeliveryFailed(f"the {target} channel is not running in this tarsd: `tarsctl status` says why ([{target}] enabled?)")
+            from tarsd.channels.channel import SendFailed  # loaded already: a relay runs
+
+            try:
+                await relay.deliver(text)
+            except SendFailed as exc:
+                raise DeliveryFailed(str(exc)) from None
             return
         if target.startswith("note:"):
             rel, _, heading = target.removeprefix("note:").rpartition("#")
@@ -147,7 +158,7 @@ class Deliveries:
             block = entry(item.title or item.source, item.text, datetime.fromtimestamp(item.created_at, self.tz))
             await asyncio.to_thread(append_to_note, self.vault, rel, heading, block)
             return
-        raise SendFailed(f"no such delivery target {target!r}: use inbox, telegram, whatsapp or note")
+        raise DeliveryFailed(f"no such delivery target {target!r}: use inbox, telegram, whatsapp or note")
 
     async def stop(self) -> None:
         if self._timer is not None:

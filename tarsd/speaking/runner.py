@@ -16,16 +16,20 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from tarsctl.authority import Principal
 from tarsctl.protocol import Chat, ChatDone, Error, Message, ToolActivity
-from tarsd.channels.relay import Relay
 from tarsd.config.settings import RoutinesConfig
 from tarsd.routines.book import Book, Routine
 from tarsd.routines.ledger import Ledger, Run
+from tarsd.routines.schedule import ScheduleError, parse_schedule
 from tarsd.serve.handlers.common import Peer
 from tarsd.speaking.deliveries import CHANNEL_TARGETS, Deliveries
+
+if TYPE_CHECKING:  # the channels are loaded only when one is enabled
+    from tarsd.channels.relay import Relay
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +114,21 @@ class RoutineRunner:
             f"reminder:{routine.name}", "Reminder", routine.text, self.targets(routine), run.id, routine.note, routine.heading
         )
         finished = await asyncio.to_thread(self.ledger.finish, run.id, "reminded", "", "", item.id)
-        # A reminder is said once: it leaves the routines file (its message stays in the inbox).
+        if not self._one_shot(routine):
+            return finished  # a reminder on a repeating schedule stays
+        # A one-shot reminder is said once: it leaves the routines file (its message stays in the inbox).
         try:
             await asyncio.to_thread(self.book.remove, routine.name)
         except (ValueError, OSError) as exc:  # gone already (removed by hand), or the file cannot be written now
             log.info("reminder %s sent; not removed from %s: %s", routine.name, self.book.path, exc)
         return finished
+
+    def _one_shot(self, routine: Routine) -> bool:
+        try:  # read as when it was written: a one-shot whose time has come is refused as past today
+            created = datetime.fromtimestamp(routine.created, self.tz) - timedelta(days=1)
+            return parse_schedule(routine.schedule, self.tz, created).kind == "once"
+        except ScheduleError:
+            return True  # a one-shot older than its own creation: nothing to keep it for
 
     async def _run(self, routine: Routine, scheduled: datetime, late: bool, run: Run) -> Run:
         limit = routine.runs_per_day if routine.runs_per_day is not None else self.config.runs_per_day

@@ -58,11 +58,12 @@ def routine_turn(body: dict) -> dict:
 
 
 def say_hello(telegram: FakeTelegram) -> None:
-    """The user's first message to the bot (/help, as /start would be): Telegram lets a bot write to a
-    user only once the user has written to it."""
+    """The user's first message to the bot: /start, what Telegram sends when a user opens a bot the first
+    time (answered with the commands). Telegram lets a bot write to a user only once the user has written."""
     start = time.time()
-    telegram.text(ME, "/help")
-    telegram.wait_texts(ME, 1, start)
+    telegram.text(ME, "/start")
+    [answer] = telegram.wait_texts(ME, 1, start)
+    assert answer.startswith("Commands:") and "/remind" in answer
 
 
 def start_daemon(root: Path, telegram: FakeTelegram, ollama: FakeOllama, extra: str = "", tools: str = "") -> TarsDaemon:
@@ -154,7 +155,9 @@ def test_speak_only_when_needed_sends_nothing_when_the_model_says_nothing_is_nee
     call(daemon, RoutineAction(id=1, name="watch", action="pause"), RoutineSaved)
     assert not [t for t in telegram.texts(ME, start) if "NOTHING" in t]
     assert not [m for m in inbox(daemon) if m.source == "routine:watch"]
-    assert wait_for(lambda: sessions_with(daemon, "conversation: routine:watch\nsource: scheduler"), "the quiet run's session log")  # the run is still recorded
+    assert wait_for(
+        lambda: sessions_with(daemon, "conversation: routine:watch\nsource: scheduler"), "the quiet run's session log"
+    )  # the run is still recorded
 
 
 def test_a_model_proposed_routine_does_nothing_until_approved(world):
@@ -312,3 +315,29 @@ def hourly_local(info) -> str:
     from zoneinfo import ZoneInfo
 
     return datetime.fromtimestamp(info.runs[0].scheduled_at, ZoneInfo("Europe/Berlin")).strftime("%H:%M")
+
+
+def test_a_reminder_the_model_sets_when_asked_is_shown_with_its_undo_and_goes_back_to_the_messenger(world):
+    daemon, ollama, telegram, _ = world
+    arguments = {"when": "in 2 h", "text": "stretch your legs"}
+    ollama.script = [{"tool_calls": [{"name": "remind_user", "arguments": arguments}]}, {"text": "I will remind you."}] + [
+        routine_turn
+    ] * 10_000
+    with daemon.client() as client:
+        replies = list(client.stream(Chat(id=1, conversation="cli-remind", message="remind me in 2 hours to stretch")))
+    [activity] = [r for r in replies if getattr(r, "phase", "") == "result" and r.name == "remind_user"]
+    name = re.search(r"undo: tarsctl routines rm (remind-[\w-]+)", activity.summary).group(1)
+    assert f"undo: tarsctl routines rm {name}" in activity.summary and "stretch your legs" in activity.summary
+    found = listed(daemon, name)
+    assert found.kind == "reminder" and found.by == "model" and found.text == "stretch your legs"
+    assert abs(found.next_run - (time.time() + 7200)) < 60
+    call(daemon, RoutineAction(id=1, name=name, action="remove"), RoutineSaved)  # the undo
+
+    # Asked in Telegram, the reminder goes back to Telegram (a model's reminder only ever messages the user).
+    ollama.script = [{"tool_calls": [{"name": "remind_user", "arguments": arguments}]}, {"text": "Will do."}] + [routine_turn] * 10_000
+    start = time.time()
+    telegram.text(ME, "remind me in 2 hours to stretch")
+    assert "Will do." in telegram.wait_texts(ME, 1, start)[0]
+    [mine] = [r for r in call(daemon, Routines(id=1), RoutinesReply).routines if r.text == "stretch your legs"]
+    assert mine.deliver == ["telegram"] and mine.by == "model"
+    call(daemon, RoutineAction(id=1, name=mine.name, action="remove"), RoutineSaved)

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 
+from tarsctl.authority import Right, may
 from tarsctl.protocol import (
     DeliveryInfo,
     Inbox,
@@ -158,7 +159,7 @@ async def save_routine(daemon: DaemonParts, request: SaveRoutine, _peer: Peer) -
     yield RoutineSaved(id=request.id, routine=await asyncio.to_thread(routine_info, daemon, saved), status=status, file=str(book.path))
 
 
-async def routine_action(daemon: DaemonParts, request: RoutineAction, _peer: Peer) -> AsyncIterator[Message]:
+async def routine_action(daemon: DaemonParts, request: RoutineAction, peer: Peer) -> AsyncIterator[Message]:
     book = daemon.routine_book
     routine = _find(daemon, request.name)
     if request.action == "run":
@@ -173,6 +174,14 @@ async def routine_action(daemon: DaemonParts, request: RoutineAction, _peer: Pee
         saved = await asyncio.to_thread(book.set_paused, request.name, request.action == "pause")
         status = "paused" if request.action == "pause" else "resumed"
     elif request.action == "remove":
+        # The table lets a phone remove a reminder (a name starting remind-); a routine under such a
+        # name, written by hand, is still a routine: removing it is writing routines.
+        if not routine.is_reminder and not may(peer.principal, Right.SCHEDULE):
+            raise RequestError(
+                "forbidden",
+                f"{request.name} is a routine, and only the user at the terminal or the page removes one",
+                "run `tarsctl routines rm NAME`",
+            )
         saved = await asyncio.to_thread(book.remove, request.name)
         status = "removed"
     else:
