@@ -97,7 +97,8 @@ class Assistant:
         """The routines file the model's reminder and proposal tools write to (tarsd/chat/routine_tools.py)."""
         self.routine_book = book
         self.on_routines_changed = on_changed
-        self.tools.routines = RoutineTools(book, self.memory.pending, list(self.config.routines.deliver))
+        routines = self.config.routines
+        self.tools.routines = RoutineTools(book, self.memory.pending, list(routines.deliver), routines.enabled)
 
     def _lock(self, conversation_id: str) -> threading.Lock:
         with self._locks_guard:

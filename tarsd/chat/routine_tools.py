@@ -19,6 +19,9 @@ from tarsd.routines.book import Book, Routine
 from tarsd.routines.schedule import parse_schedule, parse_when
 
 CHANNEL_TARGETS = ("telegram", "whatsapp")
+# Reminders the model set that wait at once: a model told by a note to remind the user of something
+# again and again is stopped here (the user's own reminders have no such limit).
+MAX_MODEL_REMINDERS = 20
 
 SPECS = [
     {
@@ -56,7 +59,8 @@ NAMES = frozenset(spec["name"] for spec in SPECS)
 
 
 class RoutineTools:
-    def __init__(self, book: Book, pending: PendingRules, default_targets: list[str]):
+    def __init__(self, book: Book, pending: PendingRules, default_targets: list[str], enabled: bool = True):
+        self.enabled = enabled  # [routines] enabled: false, this machine runs none, so a reminder set here would never come
         self.book = book
         self.pending = pending
         self.default_targets = default_targets
@@ -64,6 +68,14 @@ class RoutineTools:
     def remind(self, args: dict, conversation: str) -> str:
         if not may(Principal.MODEL, Right.REMIND):
             return "error: you may not set reminders"
+        if not self.enabled:
+            return "error: this tars runs no routines or reminders ([routines] enabled = false); tell the user to set it where routines run"
+        waiting = sum(1 for routine in self.book.load() if routine.is_reminder and routine.by == "model")
+        if waiting >= MAX_MODEL_REMINDERS:
+            return (
+                f"error: {waiting} reminders you set wait already, the most there may be; tell the user, who can list them "
+                "with `tarsctl routines` and set more with `tarsctl remind`"
+            )
         tz = self.book.tz
         when = parse_when(str(args.get("when") or ""), tz, datetime.now(tz))
         text = str(args.get("text") or "").strip()

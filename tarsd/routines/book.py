@@ -226,6 +226,10 @@ class Book:
         for key in ("schedule", "prompt", "text", "note", "heading", "by"):
             if not isinstance(getattr(routine, key), str):
                 raise RoutineError(f"{key} must be a string in quotes")
+        for key in ("schedule", "note", "heading"):
+            # One line each: a heading with a line break would write a heading of its own into the note.
+            if any(ord(char) < 32 or ord(char) == 127 for char in getattr(routine, key)):
+                raise RoutineError(f"{key} must be one line, with no control characters", f"give the {key} on one line")
         if (routine.prompt == "") == (routine.text == ""):
             raise RoutineError(
                 "needs exactly one of prompt (a routine: the model is asked) and text (a reminder: the text is sent as it is)",

@@ -195,6 +195,12 @@ async def remind(daemon: DaemonParts, request: Remind, peer: Peer) -> AsyncItera
     text = request.text.strip()
     if not text:
         raise RequestError("bad_request", "a reminder needs a text", 'e.g. tarsctl remind 15:00 "go to the shop"')
+    if not daemon.config.routines.enabled:
+        raise RequestError(
+            "unavailable",
+            "this tarsd runs no routines or reminders ([routines] enabled = false), so the reminder would never come",
+            "set it on the machine that runs your routines, or set [routines] enabled = true here",
+        )
     when = parse_when(request.when, daemon.routine_tz, datetime.now(daemon.routine_tz))
     targets = list(request.to)
     _check_targets(daemon, targets or list(daemon.config.routines.deliver))
