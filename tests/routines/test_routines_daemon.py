@@ -12,6 +12,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -21,6 +22,7 @@ from harness.fake_telegram import FakeTelegram
 from harness.paths import MODEL_DIR
 from harness.tool_servers import Journal, stdio_server, toml_config
 from harness.vault_files import write
+from tarsctl.client import RemoteError
 from tarsctl.protocol import (
     Chat,
     ChatDone,
@@ -341,3 +343,50 @@ def test_a_reminder_the_model_sets_when_asked_is_shown_with_its_undo_and_goes_ba
     [mine] = [r for r in call(daemon, Routines(id=1), RoutinesReply).routines if r.text == "stretch your legs"]
     assert mine.deliver == ["telegram"] and mine.by == "model"
     call(daemon, RoutineAction(id=1, name=mine.name, action="remove"), RoutineSaved)
+
+
+def test_a_routine_writes_under_a_heading_of_the_days_note(world):
+    daemon, _ollama, _telegram, _ = world
+    today = datetime.now(ZoneInfo("Europe/Berlin")).strftime("%Y-%m-%d")
+    write(daemon.vault, f"Daily/{today}.md", "# Today\n\n## Tasks\n- milk\n\n## Evening\nread\n")
+    request = SaveRoutine(
+        id=1,
+        name="journal",
+        schedule="0 6 1 1 *",
+        prompt="Say: all quiet on the server",
+        deliver=["note"],
+        note="Daily/{date}.md",
+        heading="Tasks",
+    )
+    call(daemon, request, RoutineSaved)
+    ran = call(daemon, RoutineAction(id=1, name="journal", action="run"), RoutineRan)
+    assert ran.run.outcome == "spoke"
+    note = daemon.vault / f"Daily/{today}.md"
+    wait_for(lambda: "all quiet on the server" in note.read_text(), "the note to hold the message")
+    text = note.read_text()
+    assert re.fullmatch(r"# Today\n\n## Tasks\n- milk\n\n\*\*\d\d:\d\d journal\*\*\nall quiet on the server\n\n## Evening\nread\n", text), (
+        text
+    )
+    [message] = [m for m in inbox(daemon) if m.source == "routine:journal"]
+    assert message.deliveries[0].target == f"note:Daily/{today}.md#Tasks" and message.deliveries[0].state == "sent"
+    call(daemon, RoutineAction(id=1, name="journal", action="remove"), RoutineSaved)
+
+
+def test_a_machine_with_routines_off_runs_none_and_refuses_a_reminder(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "routines.toml").write_text('[routine.pulse]\nschedule = "every 1s"\nprompt = "Say: should not run"\n')
+    with FakeOllama() as ollama, FakeTelegram(TOKEN) as telegram:
+        daemon = start_daemon(tmp_path, telegram, ollama, extra="enabled = false\n")
+        try:
+            reply = call(daemon, Routines(id=1), RoutinesReply)
+            assert not reply.enabled and [r.name for r in reply.routines] == ["pulse"] and reply.routines[0].next_run == 0.0
+            with daemon.client() as client, pytest.raises(RemoteError) as refused:
+                client.call(Remind(id=1, when="in 1 min", text="x"))
+            assert refused.value.error.code == "unavailable" and "enabled = false" in refused.value.error.message
+            time.sleep(2.5)
+            assert listed(daemon, "pulse", runs=10).runs == [] and not ollama.bodies("/api/chat")
+            assert "enabled = false" in daemon.status().routines.problem
+        finally:
+            daemon.stop()
+            daemon.cleanup()
