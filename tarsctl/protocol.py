@@ -614,6 +614,7 @@ class RoutinesStatus(msgspec.Struct, omit_defaults=True):
     failed_deliveries: int = 0  # given up (the messages are in the inbox)
     problem: str = ""  # the routines file's problem, or a delivery that cannot work (a WhatsApp template missing)
     errors: list[str] = []  # the newest failures, for people
+    timezone: str = ""  # the routines' time zone, to say next_at in
 
 
 class StatusReply(Message, tag="status_reply"):
@@ -918,6 +919,7 @@ class RoutineSaved(Message, tag="routine_saved"):
     routine: RoutineInfo = msgspec.field(default_factory=lambda: RoutineInfo(name=""))
     status: str = ""  # added | updated | paused | resumed | removed
     file: str = ""
+    timezone: str = ""  # the routines' time zone ([routines] timezone), to say its times in
 
 
 class RoutineRan(Message, tag="routine_ran"):
@@ -950,6 +952,7 @@ class InboxReply(Message, tag="inbox_reply"):
     id: int = 0
     messages: list[InboxMessage] = []
     unread: int = 0  # in all, after this request's marks
+    timezone: str = ""  # the routines' time zone, to say the messages' times in
 
 
 class Error(Message, tag="error"):

@@ -64,14 +64,14 @@ def routines_command(client: Client, args) -> int:
             print(f"tarsctl: {request}", file=sys.stderr)
             return EXIT_USAGE
         saved = client.call(request)
-        return emit_json(saved) if as_json else print_saved(saved, _timezone(client, saved.routine.name))
+        return emit_json(saved) if as_json else print_saved(saved, saved.timezone)
     reply = client.call(RoutineAction(id=client.next_id(), name=args.name, action=ACTIONS[action]))
     if as_json:
         emit_json(reply)
         return EXIT_REMOTE if isinstance(reply, RoutineRan) and reply.run.outcome == "failed" else EXIT_OK
     if isinstance(reply, RoutineRan):
         return print_ran(reply)
-    return print_saved(reply, _timezone(client, reply.routine.name) if reply.status == "resumed" else "")
+    return print_saved(reply, reply.timezone if reply.status == "resumed" else "")
 
 
 def _save_request(args, edit: bool) -> SaveRoutine | str:
@@ -118,20 +118,8 @@ def remind_command(client: Client, args) -> int:
     if args.json:
         emit_json(saved)
         return EXIT_OK
-    print(reminder_set(saved, _timezone(client, saved.routine.name), "tarsctl routines rm"))
+    print(reminder_set(saved, saved.timezone, "tarsctl routines rm"))
     return EXIT_OK
-
-
-def _timezone(client: Client, name: str) -> str:
-    """The routines' time zone, to say a time in the zone the schedule is read in (a reminder's
-    name is made in it too): the replies that save do not carry it."""
-    from tarsctl.client import RemoteError
-
-    try:
-        reply = client.call(Routines(id=client.next_id(), name=name))
-    except RemoteError:
-        return ""  # gone already (a reminder due at once): this machine's time zone
-    return reply.timezone
 
 
 def remind(client: Client, words: list[str], out=sys.stdout, err=sys.stderr) -> int:
@@ -144,7 +132,7 @@ def remind(client: Client, words: list[str], out=sys.stdout, err=sys.stderr) -> 
         print(f"usage: /remind WHEN TEXT, WHEN being {WHEN_FORMS}", file=err)
         return EXIT_USAGE
     saved = client.call(Remind(id=client.next_id(), when=when, text=text))
-    print(reminder_set(saved, _timezone(client, saved.routine.name), "tarsctl routines rm"), file=out)
+    print(reminder_set(saved, saved.timezone, "tarsctl routines rm"), file=out)
     return EXIT_OK
 
 
@@ -280,7 +268,7 @@ def _run_whole(run: RunInfo, zone: str) -> str:
 
 
 def print_saved(saved: RoutineSaved, timezone: str = "", out=sys.stdout) -> int:
-    """added NAME: next run Thu 26 Nov 07:30 (FILE); ``timezone``: the routines' (RoutineSaved does not say it)."""
+    """added NAME: next run Thu 26 Nov 07:30 (FILE); ``timezone``: the routines' (RoutineSaved.timezone)."""
     routine = saved.routine
     said = f"{SAID.get(saved.status, shown_text(saved.status))} {shown_text(routine.name)}"
     if saved.status in ("added", "updated", "resumed") and routine.next_run:
@@ -315,16 +303,16 @@ def print_inbox(reply: InboxReply, everything: bool, out=sys.stdout) -> int:
         print("No messages." if everything else "No unread messages.", file=out)
         return EXIT_OK
     for message in reply.messages:
-        print("\n".join(inbox_lines(message)), file=out)
+        print("\n".join(inbox_lines(message, timezone=reply.timezone)), file=out)
     shown_unread = sum(1 for m in reply.messages if not m.read)
     if reply.unread > shown_unread:
         print(f"({reply.unread - shown_unread} more unread: tarsctl inbox -n N shows more)", file=out)
     return EXIT_OK
 
 
-def inbox_lines(message: InboxMessage, now: float | None = None) -> list[str]:
+def inbox_lines(message: InboxMessage, now: float | None = None, timezone: str = "") -> list[str]:
     now = time.time() if now is None else now
-    head = f"{day_and_time(message.created_at)}  {shown_text(message.source)}"
+    head = f"{day_and_time(message.created_at, timezone)}  {shown_text(message.source)}"
     if message.title:
         head += f"  {shown_text(message.title)}"
     if not message.read:
@@ -334,19 +322,19 @@ def inbox_lines(message: InboxMessage, now: float | None = None) -> list[str]:
     for delivery in message.deliveries:
         if delivery.target == "inbox":
             continue
-        lines.append(f"  -> {shown_text(delivery.target)}: {_delivery_state(delivery)}")
+        lines.append(f"  -> {shown_text(delivery.target)}: {_delivery_state(delivery, timezone)}")
     return lines
 
 
-def _delivery_state(delivery) -> str:
+def _delivery_state(delivery, timezone: str = "") -> str:
     tries = f"{delivery.attempts} attempt{'s' * (delivery.attempts != 1)}"
     if delivery.state == "sent":
-        return "sent" + (f" {clock(delivery.sent_at)}" if delivery.sent_at else "")
+        return "sent" + (f" {clock(delivery.sent_at, timezone)}" if delivery.sent_at else "")
     if delivery.state == "failed":
         return f"failed after {tries}" + (f": {shown_text(delivery.last_error)}" if delivery.last_error else "")
     if delivery.next_attempt_at:
         after = f" (after {tries}: {shown_text(delivery.last_error)})" if delivery.last_error else ""
-        return f"retry at {clock(delivery.next_attempt_at)}{after}"
+        return f"retry at {clock(delivery.next_attempt_at, timezone)}{after}"
     return "waiting to be sent"
 
 
@@ -358,9 +346,9 @@ def status_lines(routines: RoutinesStatus, now: float | None = None) -> list[str
         counts += f" ({routines.paused} paused)"
     parts = [counts if routines.enabled else counts + ", none run here ([routines] enabled = false)"]
     if routines.next_name and routines.next_at:
-        parts.append(f"next {routines.next_name} at {soon(routines.next_at, now=now)}")
+        parts.append(f"next {routines.next_name} at {soon(routines.next_at, routines.timezone, now=now)}")
     if routines.last_name and routines.last is not None:
-        parts.append(f"last {routines.last_name} {_run(routines.last, '', now, DETAIL_CHARS)}")
+        parts.append(f"last {routines.last_name} {_run(routines.last, routines.timezone, now, DETAIL_CHARS)}")
     parts.append(f"inbox {routines.unread} unread" + (": tarsctl inbox" if routines.unread else ""))
     if routines.failed_deliveries:
         parts.append(f"{routines.failed_deliveries} deliver{'ies' if routines.failed_deliveries != 1 else 'y'} failed")

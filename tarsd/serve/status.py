@@ -317,6 +317,7 @@ def routines_status(daemon: DaemonParts) -> RoutinesStatus:
         failed_deliveries=counts.get("failed", 0),
         problem=problem,
         errors=errors,
+        timezone=str(daemon.routine_tz),
     )
 
 

@@ -156,7 +156,13 @@ async def save_routine(daemon: DaemonParts, request: SaveRoutine, _peer: Peer) -
         status = "added"
     if daemon.clock is not None:
         daemon.clock.rearm()
-    yield RoutineSaved(id=request.id, routine=await asyncio.to_thread(routine_info, daemon, saved), status=status, file=str(book.path))
+    yield RoutineSaved(
+        id=request.id,
+        routine=await asyncio.to_thread(routine_info, daemon, saved),
+        status=status,
+        file=str(book.path),
+        timezone=str(daemon.routine_tz),
+    )
 
 
 async def routine_action(daemon: DaemonParts, request: RoutineAction, peer: Peer) -> AsyncIterator[Message]:
@@ -188,7 +194,13 @@ async def routine_action(daemon: DaemonParts, request: RoutineAction, peer: Peer
         raise RequestError("bad_request", f"no such action {request.action!r}", "use pause, resume, remove or run")
     if daemon.clock is not None:
         daemon.clock.rearm()
-    yield RoutineSaved(id=request.id, routine=await asyncio.to_thread(routine_info, daemon, saved), status=status, file=str(book.path))
+    yield RoutineSaved(
+        id=request.id,
+        routine=await asyncio.to_thread(routine_info, daemon, saved),
+        status=status,
+        file=str(book.path),
+        timezone=str(daemon.routine_tz),
+    )
 
 
 async def remind(daemon: DaemonParts, request: Remind, peer: Peer) -> AsyncIterator[Message]:
@@ -208,7 +220,11 @@ async def remind(daemon: DaemonParts, request: Remind, peer: Peer) -> AsyncItera
     if daemon.clock is not None:
         daemon.clock.rearm()
     yield RoutineSaved(
-        id=request.id, routine=await asyncio.to_thread(routine_info, daemon, saved), status="added", file=str(daemon.routine_book.path)
+        id=request.id,
+        routine=await asyncio.to_thread(routine_info, daemon, saved),
+        status="added",
+        file=str(daemon.routine_book.path),
+        timezone=str(daemon.routine_tz),
     )
 
 
@@ -243,6 +259,8 @@ async def inbox(daemon: DaemonParts, request: Inbox, _peer: Peer) -> AsyncIterat
         elif request.mark_read:
             ledger.mark_read(list(request.mark_read))
         items = ledger.inbox(request.limit, request.unread)
-        return InboxReply(id=request.id, messages=[inbox_message(item) for item in items], unread=ledger.unread())
+        return InboxReply(
+            id=request.id, messages=[inbox_message(item) for item in items], unread=ledger.unread(), timezone=str(daemon.routine_tz)
+        )
 
     yield await asyncio.to_thread(answer)
