@@ -166,10 +166,10 @@ class Assistant:
             chosen = make_provider(self.chat_config, provider, model)
             turn = Turn(conversation_id, can_ask, frozenset(allowed_tools), emit, cancel)
             self._answer(conversation, chosen, turn, result, text, token_budget)
-            if not result.cancelled:
+            if not result.cancelled and not token_budget:  # a budgeted turn (a routine's run) ends now: nothing to compact
                 self._maybe_compact(conversation, chosen, result)
             if end:
-                result.session_log = self._end(conversation, chosen, result)
+                result.session_log = self._end(conversation, chosen, result, token_budget)
             return result
 
     def _opening_context(self, text: str, result: TurnResult) -> str:
@@ -344,14 +344,23 @@ class Assistant:
         log.info("session log written: %s", rel)
         return rel
 
-    def _log_unlogged(self, conversation: Conversation, provider: Provider, warnings: list[str] | None = None) -> str:
+    def _log_unlogged(
+        self, conversation: Conversation, provider: Provider, warnings: list[str] | None = None, token_budget: int = 0, spent: int = 0
+    ) -> str:
         """A session log for what is not in one yet; empty when there is nothing to log. When the
         model gives no summary, the log holds the transcript instead (and ``warnings`` says so):
-        a conversation is never dropped for want of a summary."""
+        a conversation is never dropped for want of a summary. With a ``token_budget`` (a routine's
+        run, ``spent`` of it used), a summary that would pass it is not asked for: the transcript is logged."""
         unlogged = conversation.unlogged()
         if not any(m.role == "user" for _, m in unlogged):
             return ""
         messages = [m for _, m in unlogged]
+        if token_budget and spent + self._count_tokens(prompts.SUMMARY_INSTRUCTIONS + prompts.transcript(messages)) > token_budget:
+            if warnings is not None:
+                warnings.append("its session log holds the transcript: a summary by the model would pass the run's token limit")
+            path = self._write_log(conversation, unlogged, *transcript_parts(messages))
+            self.conversations.mark_logged(conversation, unlogged[-1][0])
+            return path
         parts = self._summarise_parts(messages, provider)
         if parts is None:
             parts = transcript_parts(messages)
@@ -361,9 +370,9 @@ class Assistant:
         self.conversations.mark_logged(conversation, unlogged[-1][0])
         return path
 
-    def _end(self, conversation: Conversation, provider: Provider, result: TurnResult) -> str:
+    def _end(self, conversation: Conversation, provider: Provider, result: TurnResult, token_budget: int = 0) -> str:
         try:
-            path = self._log_unlogged(conversation, provider, result.warnings)
+            path = self._log_unlogged(conversation, provider, result.warnings, token_budget, result.tokens)
         except (ProviderError, OutsideVault, OSError) as exc:
             # Keep the messages under another id: the idle snapshot writes the log later.
             self.conversations.archive(conversation.id)

@@ -390,3 +390,24 @@ def test_a_machine_with_routines_off_runs_none_and_refuses_a_reminder(tmp_path):
         finally:
             daemon.stop()
             daemon.cleanup()
+
+
+def test_a_routines_limits_protect_the_bill(world):
+    daemon, ollama, _telegram, _ = world
+    call(daemon, SaveRoutine(id=1, name="once-a-day", schedule="0 6 1 1 *", prompt="Say: first of the day", runs_per_day=1), RoutineSaved)
+    first = call(daemon, RoutineAction(id=1, name="once-a-day", action="run"), RoutineRan)
+    assert first.run.outcome == "spoke" and first.text == "first of the day"
+    chats = len(ollama.bodies("/api/chat"))
+    second = call(daemon, RoutineAction(id=1, name="once-a-day", action="run"), RoutineRan)
+    assert second.run.outcome == "limited" and "runs_per_day" in second.run.detail and second.text == ""
+    assert len(ollama.bodies("/api/chat")) == chats  # the model was not called
+
+    # A run whose prompt alone is past its tokens is stopped before the model is called, and says so.
+    long = "Say: never sent. " + "the same words again and again " * 200
+    call(daemon, SaveRoutine(id=1, name="thrifty", schedule="0 6 1 1 *", prompt=long, tokens_per_run=100), RoutineSaved)
+    chats = len(ollama.bodies("/api/chat"))
+    ran = call(daemon, RoutineAction(id=1, name="thrifty", action="run"), RoutineRan)
+    assert "limit of 100 model tokens" in ran.text and "limit of 100 model tokens" in ran.run.detail
+    assert not [b for b in ollama.bodies("/api/chat")[chats:] if "never sent" in json.dumps(b)]
+    for name in ("once-a-day", "thrifty"):
+        call(daemon, RoutineAction(id=1, name=name, action="remove"), RoutineSaved)
