@@ -87,6 +87,8 @@ def full_parser() -> argparse.ArgumentParser:
     tools = commands.add_parser("tools", help="the MCP servers whose tools the chat may call: state, tools and their policy, recent calls")
     tools.add_argument("--json", action="store_true", help="every field, as one JSON object")
 
+    _add_routine_commands(commands)
+
     status = commands.add_parser("status", help="show what the daemon is doing")
     status.add_argument("--json", action="store_true", help="every field, as one JSON object")
     status.add_argument("--files", action="store_true", help="list every note that is not indexed, stale, skipped or repaired")
@@ -96,6 +98,76 @@ def full_parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=("bash", "zsh"))
     _add_setup_commands(commands)
     return parser
+
+
+# `tarsctl routines --json show X` and `tarsctl routines show X --json` alike: an action's own
+# --json sets the flag only when given (its default would overwrite the one given before the action).
+_ALSO_HERE = {"action": "store_true", "default": argparse.SUPPRESS, "help": "the reply, every field, as one JSON object"}
+
+
+def _add_routine_commands(commands) -> None:
+    """routines, remind, inbox: what tars says on its own (docs/routines.md)."""
+    routines = commands.add_parser(
+        "routines",
+        help="routines and reminders: list, show, add, edit, pause, resume, rm, run",
+        description="Without an action: the list. A routine is a prompt run on a schedule; a reminder a text sent at a time.",
+    )
+    routines.add_argument("--json", action="store_true", help="the reply, every field, as one JSON object")
+    actions = routines.add_subparsers(dest="routines_command", parser_class=Parser)
+    actions.add_parser("list", help="every routine and reminder: schedule, next and last run").add_argument("--json", **_ALSO_HERE)
+    show = actions.add_parser("show", help="one routine whole, with its last runs")
+    show.add_argument("name")
+    show.add_argument("--json", **_ALSO_HERE)
+    for action in ("add", "edit"):
+        saving = actions.add_parser(
+            action,
+            help="add a routine" if action == "add" else "change a routine: only the options given change",
+        )
+        saving.add_argument("name", help="letters, digits and - (the name in routines.toml)")
+        saving.add_argument("--schedule", help='cron "30 7 * * *", "every 2h", or once "2026-11-27 15:00" (the routines\' time zone)')
+        saving.add_argument("--prompt", help="what tars is asked at each run; - reads it from stdin")
+        saving.add_argument(
+            "--deliver", action="append", metavar="TARGET[,T]", help="inbox, telegram, whatsapp, note (repeatable; else [routines] deliver)"
+        )
+        saving.add_argument(
+            "--tools", action="append", metavar="NAME[,NAME]", help="tools a run may use without asking (names as `tarsctl tools` shows)"
+        )
+        saving.add_argument(
+            "--quiet", action=argparse.BooleanOptionalAction, default=None, help="speak only when there is something to say"
+        )
+        saving.add_argument("--runs-per-day", type=int, metavar="N", help="at most this many runs a day")
+        saving.add_argument("--tokens-per-run", type=int, metavar="N", help="at most this many tokens a run")
+        saving.add_argument("--grace", type=int, metavar="MIN", help="minutes a missed run may still start late")
+        saving.add_argument("--note", metavar="PATH", help="the note target's vault path ({date}: the day's date)")
+        saving.add_argument("--heading", help="the heading in that note to write under")
+        saving.add_argument("--json", **_ALSO_HERE)
+    for action, said in (
+        ("pause", "stop running it until resumed"),
+        ("resume", "run it on its schedule again"),
+        ("rm", "remove a routine or reminder from the routines file"),
+        ("remove", "the same as rm"),
+        ("run", "run a routine now and print what it said"),
+    ):
+        acting = actions.add_parser(action, help=said)
+        acting.add_argument("name")
+        acting.add_argument("--json", **_ALSO_HERE)
+
+    remind = commands.add_parser(
+        "remind",
+        help="a reminder: TEXT sent to you at WHEN (no model run)",
+        description="WHEN is HH:MM, a date and time (2026-11-27 15:00), or in N s|min|h|d: "
+        '`tarsctl remind in 20 min tea` reads "in 20 min" as WHEN although it is three words.',
+    )
+    remind.add_argument("when", help="HH:MM, 2026-11-27 15:00, or in N s|min|h|d")
+    remind.add_argument("text", nargs="*", help="what to remind you of")
+    remind.add_argument("--to", action="append", metavar="CHANNEL", help="inbox, telegram, whatsapp (repeatable; default: the config's)")
+    remind.add_argument("--json", action="store_true")
+
+    inbox = commands.add_parser("inbox", help="what routines and reminders said, newest first, and where it was delivered")
+    inbox.add_argument("--all", action="store_true", help="read messages too, not only the unread")
+    inbox.add_argument("-n", "--limit", type=int, default=20, metavar="N", help="at most N messages (default 20)")
+    inbox.add_argument("--keep-unread", action="store_true", help="do not mark the messages shown as read")
+    inbox.add_argument("--json", action="store_true")
 
 
 def top_parser(parser_class: type[Parser] = Parser) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
@@ -197,6 +269,15 @@ def settle(args: argparse.Namespace) -> str | None:
             args.since, args.before = (None if when is None else parse_when(when) for when in (args.since, args.before))
         except ValueError as exc:
             return str(exc)
+    if args.command == "inbox" and not 1 <= args.limit <= 1000:
+        return "-n must be between 1 and 1000"
+    if args.command == "remind":
+        from tarsctl.routine_times import WHEN_FORMS, split_when
+
+        args.when, words = split_when([utf8(args.when), *args.text])
+        args.text = " ".join(words).strip()
+        if not args.text:
+            return f"say what to remind you of after WHEN ({WHEN_FORMS}): tarsctl remind in 20 min tea"
     if args.command == "forget" and not 1 <= args.limit <= 50:
         return "--limit must be between 1 and 50"
     if args.command == "links" and not args.note and not args.unresolved:

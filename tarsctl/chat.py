@@ -42,6 +42,7 @@ HELP = """\
   /remember FACT    save a fact to Memory.md    /forget TEXT   remove a line from Memory.md
   /w [NOTE]         last answer was wrong       /r [NOTE]      last answer was good
   /review           turn feedback into rules    /rules         approve or reject rules the model proposed
+  /routines         routines and reminders      /remind WHEN TEXT  a reminder (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
   /new              log this conversation and start a new one
   /help             this help                   /exit          log the conversation and quit (Ctrl-D too)
   Ctrl-C while tars answers stops the answer; the conversation goes on."""
@@ -343,6 +344,15 @@ def _command(session: ChatSession, line: str) -> bool:
         session.review(input)
     elif name == "/rules":
         rules(session.client, out=session.out, err=session.err, ask=input)
+    elif name == "/routines":
+        from tarsctl.protocol import Routines
+        from tarsctl.routines_view import print_routines
+
+        print_routines(session.client.call(Routines(id=session.client.next_id())), session.out)
+    elif name == "/remind":
+        from tarsctl.routines_view import remind as set_reminder
+
+        set_reminder(session.client, rest.split(), session.out, session.err)
     elif name == "/help":
         print(HELP, file=session.out)
     else:
@@ -434,8 +444,13 @@ def rules(client: Client, action: str = "", rule_id: int = 0, out=sys.stdout, er
     print(f"what the model proposed, none of it in effect until you approve it (rules go into {shown_text(waiting.path)}):", file=out)
     for pending in waiting.rules:
         where = f" (proposed in chat {pending.conversation})" if pending.conversation else ""
-        print(f"  #{pending.id}  {shown_text(_proposal(pending) + where)}", file=out)
+        if pending.action == "routine":
+            _draw_routine(pending, where, out)
+        else:
+            print(f"  #{pending.id}  {shown_text(_proposal(pending) + where)}", file=out)
         if ask is None:
+            if pending.action == "routine":
+                print(f"       approve: tarsctl rules approve {pending.id}", file=out)
             continue
         answer = _reply(ask, "       approve [a], reject [r], or decide later [l]? ").strip().lower()
         if answer.startswith(("a", "r")):
@@ -456,6 +471,16 @@ def _proposal(pending) -> str:
     return pending.rule
 
 
+def _draw_routine(pending, where: str, out) -> None:
+    """A routine the model proposed, drawn whole by tarsctl: approving it makes the model's prompt
+    run on its schedule with the tools it lists, so every line of the TOML table is shown, each
+    after QUESTION_MARK. shown_text escapes that mark in any other text, so no line of the table
+    (nor of a note, nor of a reply) can start the way these do, nor fake the end of the table."""
+    print(f"  #{pending.id}  a routine for {shown_text(pending.path)}{shown_text(where)}, whole:", file=out)
+    for line in shown_text(pending.rule, keep_newlines=True).splitlines() or [""]:
+        print(f"       {QUESTION_MARK} {line}", file=out)
+
+
 def _decided(done: RuleDecided, out) -> None:
     rule, path = shown_text(done.rule), shown_text(done.path)
     if not done.approved:
@@ -466,6 +491,8 @@ def _decided(done: RuleDecided, out) -> None:
         print(f"approved #{done.rule_id}: replaced in {path}: {rule}", file=out)
     elif done.action == "remove":
         print(f"approved #{done.rule_id}: removed from {path}: {rule}", file=out)
+    elif done.action == "routine":
+        print(f"approved #{done.rule_id}: the routine is in {path} (tarsctl routines shows it)", file=out)
     else:
         print(f"approved #{done.rule_id}: added to {path} as your rule: {rule}", file=out)
 

@@ -265,9 +265,11 @@ def _status(client: Client, args) -> int:
             lines.append(f"http       not listening: {web.error}")
     for channel in reply.channels:
         lines.append(_channel_line(channel))
+    from tarsctl.routines_view import status_lines as routine_lines
     from tarsctl.tools_view import status_lines
 
     lines.extend(status_lines(reply.tool_servers, reply.tool_calls))
+    lines.extend(routine_lines(reply.routines))
     attention = {state: n for state, n in reply.health.items() if n}
     if attention:
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in attention.items())
@@ -410,6 +412,24 @@ def _rules(client: Client, args) -> int:
     return rules(client, args.action or "", args.rule_id or 0, ask=input if _interactive() and not args.action else None)
 
 
+def _routines(client: Client, args) -> int:
+    from tarsctl.routines_view import routines_command
+
+    return routines_command(client, args)
+
+
+def _remind(client: Client, args) -> int:
+    from tarsctl.routines_view import remind_command
+
+    return remind_command(client, args)
+
+
+def _inbox(client: Client, args) -> int:
+    from tarsctl.routines_view import inbox_command
+
+    return inbox_command(client, args)
+
+
 def _review(client: Client, args) -> int:
     from tarsctl.chat import ChatSession
 
@@ -432,6 +452,9 @@ COMMANDS = {
     "links": _links,
     "backlinks": _links,
     "related": _related,
+    "routines": _routines,
+    "remind": _remind,
+    "inbox": _inbox,
 }
 
 if __name__ == "__main__":  # the full client alone; `python -m tarsctl` is the command as installed

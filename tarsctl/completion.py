@@ -5,8 +5,8 @@ Loaded only by the completion command."""
 BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
-    local commands="chat search links backlinks related remember forget review rules index status tools ping stop
-        completion doctor service config mcp http"
+    local commands="chat search links backlinks related remember forget review rules routines remind inbox index status
+        tools ping stop completion doctor service config mcp http"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
@@ -15,6 +15,8 @@ _tarsctl() {
         service) COMPREPLY=($(compgen -W "install status uninstall logs" -- "$cur")); return ;;
         config) COMPREPLY=($(compgen -W "path show" -- "$cur")); return ;;
         http) COMPREPLY=($(compgen -W "token url" -- "$cur")); return ;;
+        routines) COMPREPLY=($(compgen -W "list show add edit pause resume rm run" -- "$cur")); return ;;
+        --to|--deliver) COMPREPLY=($(compgen -W "inbox telegram whatsapp note" -- "$cur")); return ;;
         index) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     if [[ $COMP_CWORD -eq 1 ]]; then
@@ -33,6 +35,10 @@ _tarsctl() {
             chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json --allow-tools" -- "$cur")) ;;
             remember) COMPREPLY=($(compgen -W "--procedural --section --replace --force" -- "$cur")) ;;
             forget) COMPREPLY=($(compgen -W "--procedural --yes --limit" -- "$cur")) ;;
+            routines) COMPREPLY=($(compgen -W "--json --schedule --prompt --deliver --tools --quiet --no-quiet --runs-per-day
+                --tokens-per-run --grace --note --heading" -- "$cur")) ;;
+            remind) COMPREPLY=($(compgen -W "--to --json" -- "$cur")) ;;
+            inbox) COMPREPLY=($(compgen -W "--all --limit --keep-unread --json" -- "$cur")) ;;
             http) COMPREPLY=($(compgen -W "--rotate" -- "$cur")) ;;
             doctor) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
         esac
@@ -47,7 +53,9 @@ _tarsctl() {
     local -a commands
     commands=(chat:'chat with tars' search:'search the vault' links:'the links in a note' backlinks:'the notes linking to a note'
               related:'the notes nearest in meaning' remember:'save a fact' forget:'remove a fact' review:'review feedback'
-              rules:'approve rules the model proposed' index:'index the vault or paths' status:'daemon status'
+              rules:'approve rules the model proposed' routines:'routines and reminders'
+              remind:'a reminder at a time' inbox:'what routines and reminders said'
+              index:'index the vault or paths' status:'daemon status'
               tools:'the MCP servers whose tools the chat may call'
               ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
@@ -70,6 +78,13 @@ _tarsctl() {
                 '--repl' '--json' '*--allow-tools[tools allowed without asking]:names' '*:message' ;;
         remember) _arguments '--procedural' '--section[heading]:heading' '(--force)--replace' '(--replace)--force' '*:fact' ;;
         forget) _arguments '--procedural' '--yes' '--limit[lines shown]:n' '*:text' ;;
+        routines) _arguments '--json' '1:action:(list show add edit pause resume rm run)' '2:name' \\
+                    '--schedule[cron, every 2h, or a date and time]:schedule' '--prompt[what tars is asked; - reads stdin]:prompt' \\
+                    '*--deliver[where its answer goes]:target:(inbox telegram whatsapp note)' '*--tools[tools without asking]:names' \\
+                    '(--no-quiet)--quiet' '(--quiet)--no-quiet' '--runs-per-day[runs a day]:n' '--tokens-per-run[tokens a run]:n' \\
+                    '--grace[minutes late a run may start]:minutes' '--note[the note target]:path' '--heading[its heading]:heading' ;;
+        remind) _arguments '*--to[where it goes]:channel:(inbox telegram whatsapp)' '--json' '1:when' '*:text' ;;
+        inbox) _arguments '--all' '(-n --limit)'{-n,--limit}'[messages]:n' '--keep-unread' '--json' ;;
         completion) _arguments '1:shell:(bash zsh)' ;;
         service) _arguments '1:action:(install status uninstall logs)' ;;
         config) _arguments '1:action:(path show)' ;;

@@ -124,6 +124,7 @@ class Chat(Message, tag="chat"):
     # Tools (as the model knows them: `tarsctl tools` lists them) the user allows for this message
     # without being asked (tarsctl chat --allow-tools).
     allow_tools: Annotated[list[Annotated[str, Meta(max_length=200)]], Meta(max_length=100)] = []
+    token_budget: Annotated[int, Meta(ge=0)] = 0  # the model tokens this turn may use (0: no limit): a routine's tokens_per_run
 
 
 class Cancel(Message, tag="cancel"):
@@ -580,6 +581,9 @@ class ChannelStatus(msgspec.Struct):
     last_error: str = ""
     last_error_at: float = 0.0
     questions_waiting: int = 0  # tool approvals (buttons) waiting for an answer
+    # WhatsApp: the approved template a message tars starts goes as outside the 24-hour window
+    # ([whatsapp] template); "" when none is set, and such a message cannot be sent.
+    template: str = ""
 
 
 class RunInfo(msgspec.Struct, omit_defaults=True):
@@ -757,6 +761,7 @@ class ChatDone(Message, tag="chat_done"):
     cancelled: bool = False
     session_log: str = ""  # path of a session log written by this turn, if any
     warnings: list[str] = []
+    tokens: int = 0  # model tokens the turn used, counted by tars (only with a token_budget)
 
 
 class ConversationEnded(Message, tag="conversation_ended"):

@@ -92,9 +92,17 @@ class SendFailed(Exception):
     with the messenger's own error text."""
 
 
+class WindowClosed(SendFailed):
+    """A message refused because the person's reply window had closed (WhatsApp: a day since
+    their last message): a message tars starts can still go out through ``send_outside_window``."""
+
+
 class Channel(Protocol):
     name: str  # "whatsapp", "telegram": conversations are "<name>:<sender>"
     counters: Counters
+    # How long after a person's last message the messenger lets tars send them free text and
+    # buttons (WhatsApp: 24 hours); None when it always does (Telegram).
+    reply_window: float | None
 
     def format(self, markdown: str) -> list[str]:
         """The model's markdown as this messenger's messages: its own formatting, cut to its length limit."""
@@ -110,6 +118,16 @@ class Channel(Protocol):
 
     async def ask(self, to: str, text: str, buttons: list[Button]) -> None:
         """Send a question with buttons; SendFailed when it could not be."""
+        ...
+
+    async def send_outside_window(self, to: str, markdown: str) -> None:
+        """Send ``markdown``, a message tars starts, to someone whose reply window has closed, as
+        the messenger allows it then (WhatsApp: one approved template message); SendFailed when it
+        cannot be. A channel without a window sends it as any other message.
+
+        A method of its own rather than a check inside ``send_text``: only the relay knows when a
+        person last wrote, and only a message tars starts may take the template's form (a reply
+        is never outside the window)."""
         ...
 
     async def typing(self, to: str, message_id: str) -> None:

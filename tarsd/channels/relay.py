@@ -13,10 +13,17 @@ the sender are told, and the new id stays out until the owner adds it: no id is 
 Each sender is one conversation, ``<channel>:<sender>``, in the conversation store the CLI and the
 page use (so the same compaction and session logs); its messages are handled one after the other,
 while button taps are handled at once (a turn may be waiting for one). Commands work as in the
-REPL: /new, /remember, /search (and /sgrep, /svec, /help), and /whoami: the ids the messenger
+REPL: /new, /remember, /search (and /sgrep, /svec, /help), /remind and /routines (a reminder
+set here is sent here), and /whoami: the ids the messenger
 names the sender by, to put in the allow list (a WhatsApp BSUID, say). Every message is answered once: the
 channel's webhook records each message id before answering Meta (``SeenMessages``), and a message
 recorded but never answered (tarsd stopped or was killed meanwhile) gets a note at the next start.
+
+tars also speaks first (a routine's answer, a reminder): ``deliver`` sends to the owner, the allowed
+sender who wrote most recently (else the first the allow list names), and ``run_chat`` runs a
+routine's chat asking the owner, with buttons, each tool call that needs approval. A messenger with
+a reply window (WhatsApp's 24 hours) takes free text and buttons only within it: outside it a
+message tars starts goes as the channel allows (``send_outside_window``), and nothing is asked.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from tarsctl.authority import Principal
@@ -42,13 +49,20 @@ from tarsctl.protocol import (
     Message,
     Remember,
     Remembered,
+    Remind,
+    RoutineAction,
+    RoutineRan,
+    Routines,
+    RoutineSaved,
+    RoutinesReply,
     Search,
     SearchResults,
     ToolApproval,
     ToolCallDecided,
 )
+from tarsctl.routine_times import WHEN_FORMS, day_and_time, soon, split_when
 from tarsctl.shown import shown_text
-from tarsd.channels.channel import Button, Channel, ChoiceIn, IdChanged, Inbound, OtherIn, SendFailed, TextIn
+from tarsd.channels.channel import Button, Channel, ChoiceIn, IdChanged, Inbound, OtherIn, SendFailed, TextIn, WindowClosed
 from tarsd.channels.seen import ANSWERED, KEEP_SECONDS, NOTIFIED, SeenMessages
 from tarsd.serve.handlers.common import Peer
 
@@ -63,10 +77,15 @@ STOP_GRACE_SECONDS = 1.0  # for what is under way to end when tarsd stops, then 
 STRANGER_LOG_SECONDS = 60.0  # at most one log line a minute about numbers not allowed
 SEARCH_RESULTS = 5
 ARGUMENT_CHARS = 3000  # of a tool call's arguments, shown whole with its question; a longer call cannot be approved here
+# tars knows when it took a message in, not when Meta's clock started the window (the person's
+# send, a delivery retried late): the window is taken to close this much earlier.
+WINDOW_MARGIN_SECONDS = 600.0
 
 HELP = """Commands:
 /search QUERY: search your notes (/sgrep: keywords only, /svec: by meaning)
 /remember FACT: save a fact to Memory.md
+/remind WHEN TEXT: a reminder here (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
+/routines: your routines and reminders; /routines pause|resume|run|rm NAME
 /new: log this conversation and start a new one
 /whoami: the ids this message came from, for allowed_senders
 /help: this list
@@ -111,6 +130,7 @@ class Relay:
         allowed: set[str],
         typing_every: float = TYPING_REFRESH_SECONDS,
         allow_list: str = "allowed_senders",
+        addresses: Sequence[str] = (),
     ):
         self.channel = channel
         self.typing_every = typing_every  # how long the messenger shows its typing indicator
@@ -119,6 +139,9 @@ class Relay:
         self.dispatch = dispatch
         self.seen = seen
         self.allowed = allowed
+        # The allow list's ids in the order written, each one a message can be sent to: a message
+        # tars starts goes to the first when no allowed sender wrote within the day.
+        self.addresses = list(addresses)
         self.started_at = time.time()
         self._ids = itertools.count(1)
         self._queues: dict[str, asyncio.Queue[Inbound]] = {}
@@ -250,11 +273,15 @@ class Relay:
             return await self._remember(event.sender, rest)
         if name in ("/search", "/sgrep", "/svec"):
             return await self._search(event.sender, rest, {"/search": "hybrid", "/sgrep": "fts", "/svec": "vec"}[name])
+        if name == "/remind":
+            return await self._remind(event.sender, rest)
+        if name == "/routines":
+            return await self._routines(event.sender, rest)
         if name == "/whoami":
             # Only ever to an allowed sender, about themselves: the ids are theirs.
             ids = "\n".join(f"`{i}`" for i in event.ids)
             return await self._say(event.sender, f"This message came from:\n{ids}\n(each one can go in allowed_senders)")
-        if name == "/help":
+        if name in ("/help", "/start"):  # /start: what Telegram sends when a user opens the bot the first time
             return await self._say(event.sender, HELP)
         await self._say(event.sender, f"Unknown command {name}: /help lists them.")
 
@@ -381,7 +408,8 @@ class Relay:
         if question is None or question.expires_at < time.time():
             await self._say(event.sender, "That question is no longer open: it was answered already, its time ran out, or tarsd restarted.")
             return
-        if question.sender != event.sender and not set(event.ids) & set(self._ids_of.get(question.sender, ())):
+        # Asked at one of the ids the tap names (the owner, asked for a routine, may have written with another).
+        if question.sender not in event.ids and not set(event.ids) & set(self._ids_of.get(question.sender, ())):
             log.warning(
                 "%s: %s tapped a button of a question asked of %s: ignored",
                 self.title,
@@ -463,6 +491,57 @@ class Relay:
             hits.append(f"**{where or hit.path}** ({hit.band} {hit.score:.2f})\n{hit.path}:{hit.start_line}\n{hit.snippet}")
         await self._say(sender, "\n\n".join(hits))
 
+    # ---- routines and reminders ----
+
+    async def _remind(self, sender: str, rest: str) -> None:
+        """/remind WHEN TEXT: a reminder sent here (to this channel) at WHEN."""
+        when, words = split_when(rest.split())
+        text = " ".join(words).strip()
+        if not when or not text:
+            return await self._say(sender, f"Usage: /remind WHEN TEXT, WHEN being {WHEN_FORMS}.")
+        reply = await self._final(Remind(id=next(self._ids), when=when, text=text, to=[self.channel.name]), sender)
+        if not isinstance(reply, RoutineSaved):
+            return await self._say(sender, _failure("No reminder set", reply))
+        reminder = reply.routine
+        timezone = await self._routines_timezone(sender, reminder.name)
+        at = day_and_time(reminder.next_run, timezone) if reminder.next_run else "now"
+        # Names and commands as code: a name's "_" is not read as emphasis.
+        await self._say(sender, f"Reminder set for {at}: {reminder.text}\n(undo: `/routines rm {reminder.name}`)")
+
+    async def _routines_timezone(self, sender: str, name: str) -> str:
+        """The routines' time zone, to say a time in the zone the reminder's name was made in."""
+        reply = await self._final(Routines(id=next(self._ids), name=name), sender)
+        return reply.timezone if isinstance(reply, RoutinesReply) else ""
+
+    async def _routines(self, sender: str, rest: str) -> None:
+        """/routines: the list; /routines pause|resume|run|rm NAME: that action (a phone's rights
+        cover all but removing a routine: the dispatcher refuses that, with a hint, said here)."""
+        words = rest.split()
+        if not words:
+            reply = await self._final(Routines(id=next(self._ids)), sender)
+            if not isinstance(reply, RoutinesReply):
+                return await self._say(sender, _failure("No list", reply))
+            return await self._say(sender, _routines_list(reply))
+        action = {"pause": "pause", "resume": "resume", "run": "run", "rm": "remove", "remove": "remove"}.get(words[0].lower())
+        if action is None or len(words) != 2:
+            return await self._say(sender, "Usage: /routines, or /routines pause|resume|run|rm NAME")
+        name = words[1]
+        if action == "run":
+            typing = asyncio.ensure_future(self._keep_typing(sender))
+            try:
+                reply = await self._final(RoutineAction(id=next(self._ids), name=name, action="run"), sender)
+            finally:
+                typing.cancel()
+            if not isinstance(reply, RoutineRan):
+                return await self._say(sender, _failure(f"{name} did not run", reply))
+            said = reply.text.strip() or "(nothing to say)"
+            outcome = reply.run.outcome + (f": {reply.run.detail}" if reply.run.detail else "")
+            return await self._say(sender, f"{said}\n\n(`{name}`: {outcome})")
+        reply = await self._final(RoutineAction(id=next(self._ids), name=name, action=action), sender)
+        if not isinstance(reply, RoutineSaved):
+            return await self._say(sender, _failure(f"{name} is unchanged", reply))
+        await self._say(sender, f"`{reply.routine.name or name}`: {reply.status}.")
+
     # ---- sending ----
 
     async def _say(self, sender: str, markdown: str) -> bool:
@@ -502,6 +581,103 @@ class Relay:
     def _stopped(self) -> bool:
         return self._stopping is None or self._stopping.done()
 
+    # ---- tars speaks first ----
+
+    def owner(self) -> str | None:
+        """Whom a message tars starts goes to: the allowed sender who wrote most recently (within
+        the day the message ids are kept), else the first id of the allow list; None when the list
+        names nobody that can be written to."""
+        # One small query on the loop's thread (a day's messages): owner() is asked before each send.
+        for sender, _ in self.seen.last_senders(self.channel.name):
+            if self._is_allowed(sender):
+                return sender
+        return self.addresses[0] if self.addresses else None
+
+    def _is_allowed(self, sender: str) -> bool:
+        # A WhatsApp sender may be let in by their other id (the BSUID beside the number): known from
+        # their messages since start. One written to tars before a restart and allowed only by the
+        # other id is passed over, for the list's own first id.
+        return sender in self.allowed or bool(set(self._ids_of.get(sender, ())) & self.allowed)
+
+    def _window_open(self, to: str) -> bool:
+        """Whether the messenger takes free text and buttons for ``to`` now (always, without a window)."""
+        window = self.channel.reply_window
+        if window is None:
+            return True
+        last = dict(self.seen.last_senders(self.channel.name)).get(to)
+        return last is not None and time.time() - last < window - WINDOW_MARGIN_SECONDS
+
+    def can_ask(self) -> bool:
+        """Whether a question with buttons can reach the owner now: the channel runs, someone can be
+        written to, and (WhatsApp) within their reply window, as buttons are free-form messages."""
+        if self._stopped():
+            return False
+        owner = self.owner()
+        return owner is not None and self._window_open(owner)
+
+    async def deliver(self, markdown: str) -> None:
+        """Send ``markdown``, a message tars starts, to the owner, in the channel's formatting (an
+        empty one sends nothing). SendFailed says why it could not be sent and what to do: the caller
+        keeps the message and tries again later. Outside the reply window it goes as the channel
+        allows then (WhatsApp: the approved template)."""
+        if self._stopped():
+            raise SendFailed(f"tarsd is stopping (or {self.title} has not started): the message is kept, to be sent at the next try")
+        to = self.owner()
+        if to is None:
+            setting = self.allow_list if self.allow_list.startswith("[") else f"[{self.channel.name}] {self.allow_list}"
+            raise SendFailed(f"nobody to send it to in {self.title}: {setting} names nobody tars can write to; put your own id there")
+        if not self._window_open(to):
+            await self.channel.send_outside_window(to, markdown)
+            return
+        try:
+            for part in self.channel.format(markdown):
+                await self.channel.send_text(to, part)
+        except WindowClosed:
+            # The window closed after all (the person's last message was delivered late, or just now):
+            # the whole message goes as the channel allows outside it, though a first part may have
+            # arrived already; better twice than cut off.
+            await self.channel.send_outside_window(to, markdown)
+
+    async def run_chat(self, request: Chat, peer: Peer) -> Message | None:
+        """Run ``request`` (a routine's chat, approvals on) as ``peer`` and return its final reply
+        (ChatDone or Error; None when the dispatcher gave none). Each tool call that asks is asked of
+        the owner with buttons, as a sender's own chat asks them, and their tap decides it as the
+        phone; a call that nobody can be asked about now (no owner, outside the reply window, tarsd
+        stopping) is refused at once rather than left to time out. The answer is not sent here: the
+        caller delivers it. Questions still open when the turn ends are dropped."""
+        asked: list[str] = []
+        final: Message | None = None
+        try:
+            async for reply in self.dispatch(request, peer):
+                if isinstance(reply, ToolApproval):
+                    nonce = await self._ask_owner(reply, peer)
+                    if nonce:
+                        asked.append(nonce)
+                elif isinstance(reply, (ChatDone, Error)):
+                    final = reply
+        finally:
+            for nonce in asked:
+                self._questions.pop(nonce, None)  # the turn is over: its questions are too
+        return final
+
+    async def _ask_owner(self, approval: ToolApproval, peer: Peer) -> str:
+        """The nonce of the question asked of the owner about ``approval``; "" when it was refused instead."""
+        owner = self.owner()
+        if owner is not None and self.can_ask():
+            with contextlib.suppress(Stopping):  # stopping meanwhile: refused below, as the turn ends anyway
+                return await self._ask_approval(owner, approval)
+        if self._stopped():
+            why = "tarsd is stopping"
+        elif owner is None:
+            why = f"the allow list names nobody tars can write to in {self.title}"
+        else:
+            why = f"it is outside {self.title}'s reply window (no message from you within the day)"
+        log.info("%s: a routine's call of %s (%s) was refused, not asked: %s", self.title, approval.name, approval.server, why)
+        # The caller (a routine's run) has the right to answer its own calls; only ever with a no here.
+        async for _ in self.dispatch(DecideToolCall(id=next(self._ids), approval=approval.approval, approve=False), peer):
+            pass  # an Error (the call timed out meanwhile) changes nothing: it was not run
+        return ""
+
     # ---- start and stop ----
 
     def start(self) -> None:
@@ -538,6 +714,26 @@ class Relay:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=STOP_GRACE_SECONDS)
+
+
+def _routines_list(reply: RoutinesReply) -> str:
+    """One short line per routine and reminder, for a phone's screen."""
+    if not reply.routines:
+        return "No routines or reminders. /remind WHEN TEXT sets a reminder."
+    lines = []
+    for routine in reply.routines:
+        if routine.paused:
+            next_run = "paused"
+        elif routine.next_run:
+            next_run = f"next {soon(routine.next_run, reply.timezone)}"
+        else:
+            next_run = "no next run"
+        last = f"; last {routine.last_run.outcome}" if routine.last_run is not None and routine.last_run.outcome else ""
+        what = routine.text if routine.kind == "reminder" else routine.schedule
+        lines.append(f"`{routine.name}` ({what}): {next_run}{last}")
+    if reply.problem:
+        lines.append(f"Problem: {reply.problem}")
+    return "\n".join(lines)
 
 
 def _failure(what: str, reply: Message | None) -> str:

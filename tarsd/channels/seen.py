@@ -67,3 +67,15 @@ class SeenMessages:
                 (channel, RECEIVED, before, before - KEEP_SECONDS),
             ).fetchall()
         return [Unanswered(*row) for row in rows]
+
+    def last_senders(self, channel: str, now: float | None = None) -> list[tuple[str, float]]:
+        """Each sender who wrote within the day (a message, a tap) and when they last did, the most
+        recent first: whom a message tars starts goes to, and whether their reply window is open."""
+        now = time.time() if now is None else now
+        with self.lock:
+            rows = self.conn.execute(
+                """SELECT sender, MAX(received_at) AS last FROM channel_messages
+                   WHERE channel = ? AND received_at >= ? GROUP BY sender ORDER BY last DESC, sender""",
+                (channel, now - KEEP_SECONDS),
+            ).fetchall()
+        return [(sender, at) for sender, at in rows]

@@ -101,6 +101,7 @@ class Telegram:
 
     name = "telegram"
     title = "Telegram"
+    reply_window = None  # a bot may write to a user who started a chat with it at any time
 
     def __init__(self, settings: TelegramConfig, config_file: Path, store: Store, dispatch: ServerDispatch):
         _hide_tokens()
@@ -118,7 +119,10 @@ class Telegram:
             self.webhook_secret = SecretFile(secret, "[telegram] webhook_secret_file", hint)
             self.webhook = TelegramWebhook(self.webhook_secret, self._take_posted, self.counters)
             self.path = WEBHOOK_PATH
-        self.allowed = {str(user).strip() for user in settings.allowed_users if str(user).strip().isdigit()}
+        # A numeric user id is also the user's private chat with the bot: each can be written to, and a
+        # message tars starts goes to the first when nobody allowed wrote within the day.
+        addresses = list(dict.fromkeys(str(user).strip() for user in settings.allowed_users if str(user).strip().isdigit()))
+        self.allowed = set(addresses)
         self.problems = self._check(settings)
         self.relay = Relay(
             self,
@@ -128,6 +132,7 @@ class Telegram:
             self.allowed,
             typing_every=TYPING_SECONDS,
             allow_list="[telegram] allowed_users",
+            addresses=addresses,
         )
         self.offsets = UpdateOffset(store)
         self.polling_error = ""  # why polling stopped (a refused token), with the fix
@@ -406,6 +411,11 @@ class Telegram:
         # Callback data is at most 64 bytes: the relay's ids are 24 characters and an answer.
         keyboard = InlineKeyboardMarkup([[InlineKeyboardButton(b.title, callback_data=b.id) for b in buttons]])
         await self._send(to, to_html(text)[:MAX_MESSAGE_CHARS], keyboard)
+
+    async def send_outside_window(self, to: str, markdown: str) -> None:
+        # Telegram has no window (reply_window is None): the relay never asks, and this is any message.
+        for part in self.format(markdown):
+            await self.send_text(to, part)
 
     async def typing(self, to: str, message_id: str) -> None:
         try:

@@ -10,7 +10,9 @@ delivery) and the access token (which sends the replies). Numbers and business-s
 
 A reply WhatsApp refuses because the 24-hour window has closed (more than a day since the user's
 last message: free text is allowed only within it) is said in the log and in ``tarsctl status``,
-whether the API refuses the send itself or reports the failure later in a status delivery.
+whether the API refuses the send itself or reports the failure later in a status delivery. A
+message tars starts (a routine's, a reminder) outside the window goes as the approved template of
+[whatsapp] template, or not at all (docs/whatsapp.md#templates).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from tarsctl.protocol import ChannelStatus
-from tarsd.channels.channel import Button, Counters, SendFailed
+from tarsd.channels.channel import Button, Counters, SendFailed, WindowClosed
 from tarsd.channels.relay import Relay, ServerDispatch
 from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
-from tarsd.channels.whatsapp_graph import WINDOW_CLOSED_CODE, Graph, GraphError
-from tarsd.channels.whatsapp_setup import allowed_senders, config_problems, secret_paths
-from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, to_whatsapp
+from tarsd.channels.whatsapp_graph import UNKNOWN_TEMPLATE_CODE, WINDOW_CLOSED_CODE, Graph, GraphError
+from tarsd.channels.whatsapp_setup import allowed_senders, config_problems, secret_paths, sender_id
+from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, template_parameter, to_whatsapp
 from tarsd.channels.whatsapp_webhook import WEBHOOK_PATH, Delivery, Webhook
 from tarsd.config.settings import WhatsAppConfig
 from tarsd.store.database import Store
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 1024  # an interactive message's body
 MAX_BUTTON_TITLE_CHARS = 20
+REPLY_WINDOW_SECONDS = 24 * 3600.0  # free text (and buttons) only within a day of the user's last message
 
 
 class WhatsApp:
@@ -51,6 +54,7 @@ class WhatsApp:
     name = "whatsapp"
     title = "WhatsApp"
     path = WEBHOOK_PATH
+    reply_window = REPLY_WINDOW_SECONDS
 
     def __init__(self, settings: WhatsAppConfig, config_file: Path, store: Store, dispatch: ServerDispatch):
         self.settings = settings
@@ -61,7 +65,10 @@ class WhatsApp:
         self.problems = config_problems(settings)
         self._hash_key = secrets.token_bytes(16)  # until the app secret can be read
         self.graph = Graph(settings.graph_url, settings.phone_number_id, self.secrets["access_token_file"].get, self._retried)
-        self.relay = Relay(self, self.title, dispatch, SeenMessages(store), self.allowed)
+        # The list's ids in the order written (a number or a BSUID: either can be sent to): a message
+        # tars starts goes to the first when nobody allowed wrote within the day.
+        addresses = [found for entry in settings.allowed_senders if (found := sender_id(entry)) is not None]
+        self.relay = Relay(self, self.title, dispatch, SeenMessages(store), self.allowed, addresses=addresses)
         self.webhook = Webhook(
             self.secrets["verify_token_file"], self.secrets["app_secret_file"], settings.phone_number_id, self._take, self.counters
         )
@@ -135,6 +142,25 @@ class WhatsApp:
         body = to_whatsapp(text)[:MAX_QUESTION_CHARS]
         await self._send(to, self.graph.send_buttons(to, body, [(b.id, b.title[:MAX_BUTTON_TITLE_CHARS]) for b in buttons]))
 
+    async def send_outside_window(self, to: str, markdown: str) -> None:
+        """The one message WhatsApp lets a business start outside the 24-hour window: the approved
+        template of [whatsapp] template, its variable the message flattened to one line."""
+        template, language = self.settings.template, self.settings.template_language
+        if not template:
+            self.counters.send_failures += 1
+            self.counters.window_closed += 1
+            self.counters.window_closed_at = now = time.time()
+            why = (
+                f"a message tars started for {self.who(to)} was not sent: it is outside WhatsApp's 24-hour window (a day or more "
+                "since their last message, or none yet) and no [whatsapp] template is set: see docs/whatsapp.md#templates to "
+                "set one up; a message from that phone opens the window again"
+            )
+            self.counters.failed(why, now)
+            log.error("WhatsApp: %s", why)
+            raise SendFailed(why)
+        text = template_parameter(to_whatsapp(markdown))
+        await self._send(to, self.graph.send_template(to, template, language, text))
+
     async def typing(self, to: str, message_id: str) -> None:
         try:
             await self.graph.mark_read(message_id)
@@ -148,6 +174,17 @@ class WhatsApp:
             self.counters.send_failures += 1
             if isinstance(exc, GraphError) and exc.window_closed:
                 why = self._window_closed(to, str(exc))
+            elif isinstance(exc, GraphError) and exc.code == UNKNOWN_TEMPLATE_CODE:
+                template = f"{self.settings.template!r} in {self.settings.template_language!r}"
+                why = (
+                    f"WhatsApp knows no approved template {template} ({exc}): set [whatsapp] template and template_language "
+                    "to an approved template's name and language in WhatsApp Manager (docs/whatsapp.md#templates)"
+                )
+            elif isinstance(exc, GraphError) and exc.template_refused:
+                why = (
+                    f"WhatsApp refused the template message to {self.who(to)} ({exc}): the template in WhatsApp Manager must be "
+                    "approved, active, and have exactly one body variable {{1}} (docs/whatsapp.md#templates)"
+                )
             elif isinstance(exc, GraphError) and exc.token_refused:
                 where = self.secrets["access_token_file"].path
                 why = f"the Graph API refused the access token ({exc}): put a valid permanent token in {where}"
@@ -160,7 +197,8 @@ class WhatsApp:
                 why = f"no message can be sent: {exc}"
             self.counters.failed(why, time.time())
             log.error("WhatsApp: %s", why)
-            raise SendFailed(why) from None
+            # The window's own refusal is told apart: a message tars starts can still go as the template.
+            raise (WindowClosed if isinstance(exc, GraphError) and exc.window_closed else SendFailed)(why) from None
         self.counters.sent += 1
 
     def _retried(self, error: GraphError) -> None:
@@ -185,4 +223,5 @@ class WhatsApp:
             allowed_senders=len(self.allowed),
             **dataclasses.asdict(self.counters),  # Counters' fields are ChannelStatus's, by name
             questions_waiting=self.relay.questions_waiting(),
+            template=self.settings.template,
         )

@@ -1,5 +1,5 @@
 """Meta's Graph API, as the WhatsApp channel uses it: ``POST /{phone-number-id}/messages`` to send
-a text, a question with reply buttons, or a read mark with a typing indicator; over httpx, with
+a text, a question with reply buttons, a template message, or a read mark with a typing indicator; over httpx, with
 the access token from its private file. A message goes to a phone number (``to``) or, for a user
 known only by their business-scoped user id, to that BSUID (``recipient``).
 
@@ -31,6 +31,11 @@ TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 THROTTLED_CODES = frozenset({4, 80007, 130429, 131056})
 WINDOW_CLOSED_CODE = 131047  # more than 24 hours since the user's last message: free text refused
 TOKEN_CODES = frozenset({0, 190})  # the access token is wrong or expired
+# Meta's template errors: 132000 (parameters do not match), 132001 (no such template in that
+# language), 132005 (too long once filled), 132007 (policy), 132012 (parameter format), 132015
+# and 132016 (paused, disabled), 132018 (a parameter with a line break, a tab or 5+ spaces).
+TEMPLATE_CODES = range(132000, 133000)
+UNKNOWN_TEMPLATE_CODE = 132001
 
 
 class GraphError(Exception):
@@ -59,6 +64,10 @@ class GraphError(Exception):
     @property
     def window_closed(self) -> bool:
         return self.code == WINDOW_CLOSED_CODE
+
+    @property
+    def template_refused(self) -> bool:
+        return self.code in TEMPLATE_CODES
 
     @property
     def token_refused(self) -> bool:
@@ -132,6 +141,24 @@ class Graph:
                     "type": "button",
                     "body": {"text": body},
                     "action": {"buttons": [{"type": "reply", "reply": {"id": id_, "title": title}} for id_, title in buttons]},
+                },
+            }
+        )
+
+    async def send_template(self, to: str, name: str, language: str, text: str) -> str:
+        """A template message (what WhatsApp lets a business send outside the 24-hour window):
+        the approved template ``name`` in ``language``, its one body variable {{1}} filled with
+        ``text`` (already a valid parameter: whatsapp_text.template_parameter)."""
+        return await self._send(
+            {
+                "messaging_product": "whatsapp",
+                "recipient_type": "individual",
+                **_addressed(to),
+                "type": "template",
+                "template": {
+                    "name": name,
+                    "language": {"code": language},
+                    "components": [{"type": "body", "parameters": [{"type": "text", "text": text}]}],
                 },
             }
         )

@@ -1,6 +1,7 @@
 """The model's markdown as WhatsApp text: WhatsApp's own formatting (``*bold*``, ``_italic_``,
 ``~strike~``, ``` ``` ``` blocks and `` `code` ``, ``- `` lists, ``> `` quotes), links written out, and
-a long reply cut into messages of at most 4,096 characters at paragraph boundaries.
+a long reply cut into messages of at most 4,096 characters at paragraph boundaries; and a message
+flattened into the one parameter of a template (what may be sent outside the 24-hour window).
 
 WhatsApp has no markup for headings, links or tables and no escape character: a heading becomes
 a bold line, a link its text and address, and a table stays as the model wrote it. Code is left
@@ -14,6 +15,9 @@ import re
 from tarsd.channels.paragraphs import pack
 
 MAX_MESSAGE_CHARS = 4096  # the Cloud API's limit for a text message's body
+MAX_PARAMETER_CHARS = 1024  # a template's body parameter
+LINE_JOINER = " · "  # what stands for a line break in a template's parameter, which may hold none
+CUT_NOTE = "… (the rest is in tars's inbox)"
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$")
 _BULLET = re.compile(r"^(\s*)[*+](\s+)")
@@ -95,6 +99,25 @@ def _link(label: str, url: str) -> str:
     if not label or label == url or label == url.removeprefix("mailto:"):
         return url
     return f"{label} ({url})"
+
+
+def template_parameter(text: str, limit: int = MAX_PARAMETER_CHARS) -> str:
+    """``text`` as a template's body parameter, which WhatsApp refuses (error 132018) when it holds a
+    line break or a tab or more than four spaces in a row, or more than ``limit`` characters: its
+    lines joined by " · ", every run of blanks one space, and a text still too long cut at a word
+    with a note that the rest is in tars's inbox (where a message tars starts is kept whole)."""
+    lines = (" ".join(line.split()) for line in text.splitlines())  # split(): every kind of blank, NBSP too
+    flat = LINE_JOINER.join(line for line in lines if line)
+    if not flat:
+        return "(no text)"  # WhatsApp refuses an empty parameter too
+    if len(flat) <= limit:
+        return flat
+    room = limit - len(CUT_NOTE)
+    cut = flat[:room]
+    at = cut.rfind(" ")
+    if at >= room // 2:
+        cut = cut[:at]
+    return cut.rstrip(" ·") + CUT_NOTE
 
 
 def split(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:

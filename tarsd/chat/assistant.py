@@ -17,12 +17,14 @@ from tarsd.chat.conversations import ChatMessage, Conversation, ConversationStor
 from tarsd.chat.external import ExternalCalls, Turn
 from tarsd.chat.providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
 from tarsd.chat.recall import MemoryRecall, Recall
+from tarsd.chat.routine_tools import RoutineTools, routine_from_proposal
 from tarsd.chat.tools import OWN_TOOL_NAMES, SPECS, Tools
 from tarsd.config.settings import Config
 from tarsd.memory.files import MemoryFiles, Remembered, atomic_update, printable
 from tarsd.memory.lines import memory_lines
-from tarsd.memory.pending_rules import PendingRule, PendingRules
+from tarsd.memory.pending_rules import ROUTINE, PendingRule, PendingRules
 from tarsd.memory.vectors import LineVectors
+from tarsd.routines.book import Book
 from tarsd.search.engine import Engine
 from tarsd.tools.approvals import Approvals
 from tarsd.tools.servers import ToolServers
@@ -50,6 +52,7 @@ class TurnResult:
     cancelled: bool = False
     session_log: str = ""
     warnings: list[str] = field(default_factory=list)
+    tokens: int = 0  # model tokens this turn used, as tars counts them (what it sent and what came back)
 
 
 class Assistant:
@@ -81,12 +84,20 @@ class Assistant:
         self.tool_servers = tool_servers if tool_servers is not None else ToolServers(config.mcp, reserved=OWN_TOOL_NAMES)
         self.approvals = Approvals()
         self.external = ExternalCalls(self.tool_servers, self.approvals, config.mcp)
+        self.routine_book: Book | None = None  # the routines file, once the daemon opens it (open_routines)
+        self.on_routines_changed: Callable[[], None] | None = None  # the clock re-arms when a proposal adds a routine
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._warming = threading.Lock()
         self._pruned_at = float("-inf")
         # Memory lines get their vectors as soon as the model is there (never waited for).
         engine.embedder.on_change(self.warm_memory_vectors)
+
+    def open_routines(self, book: Book, on_changed: Callable[[], None]) -> None:
+        """The routines file the model's reminder and proposal tools write to (tarsd/chat/routine_tools.py)."""
+        self.routine_book = book
+        self.on_routines_changed = on_changed
+        self.tools.routines = RoutineTools(book, self.memory.pending, list(self.config.routines.deliver))
 
     def _lock(self, conversation_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -135,9 +146,11 @@ class Assistant:
         end: bool = False,
         can_ask: bool = False,
         allowed_tools: list[str] | tuple[str, ...] = (),
+        token_budget: int = 0,
     ) -> TurnResult:
         """One message and its answer. ``can_ask``: a person can answer approval events where this
-        chat comes from; ``allowed_tools``: other servers' tools the user allows for this message."""
+        chat comes from; ``allowed_tools``: other servers' tools the user allows for this message;
+        ``token_budget``: the model tokens the turn may use (0: no limit; a routine's tokens_per_run)."""
         emit = emit or (lambda kind, value: None)
         cancel = cancel or threading.Event()
         if not text.strip():
@@ -151,7 +164,7 @@ class Assistant:
             self.conversations.append(conversation, ChatMessage(role="user", content=text))
             chosen = make_provider(self.chat_config, provider, model)
             turn = Turn(conversation_id, can_ask, frozenset(allowed_tools), emit, cancel)
-            self._answer(conversation, chosen, turn, result, text)
+            self._answer(conversation, chosen, turn, result, text, token_budget)
             if not result.cancelled:
                 self._maybe_compact(conversation, chosen, result)
             if end:
@@ -173,7 +186,9 @@ class Assistant:
         """Memory.md for the prompt: whole, or (past the budget) the core plus what is relevant to ``message``."""
         return self.recall.select(prompts.mark_model_lines(self.memory.read_semantic()), message)
 
-    def _answer(self, conversation: Conversation, provider: Provider, turn: Turn, result: TurnResult, message: str) -> None:
+    def _answer(
+        self, conversation: Conversation, provider: Provider, turn: Turn, result: TurnResult, message: str, token_budget: int = 0
+    ) -> None:
         emit, cancel = turn.emit, turn.cancel
         memory = self.recall_memory(message)
         omitted = memory.omitted if memory.mode == "selective" else None
@@ -188,8 +203,19 @@ class Assistant:
             budget_left = result.tool_rounds < self.chat_config.max_tool_rounds
             parts: list[str] = []
             calls: list[ToolCall] = []
+            history = with_every_call_answered([m for _, m in conversation.messages])
+            if token_budget:
+                # The provider bills what it is sent each round (the system prompt and the whole history) and
+                # what it answers: counted here with the embedder's tokenizer, an estimate that errs high.
+                sending = self._count_tokens(system) + sum(self._count_tokens(m.content) for m in history)
+                if result.tokens + sending > token_budget:
+                    note = f"(stopped: the next model call would pass this run's limit of {token_budget:,} model tokens)"
+                    self.conversations.append(conversation, ChatMessage(role="assistant", content=note))
+                    result.text = note
+                    result.warnings.append(note.strip("()"))
+                    return
+                result.tokens += sending
             try:
-                history = with_every_call_answered([m for _, m in conversation.messages])
                 for event in provider.stream(system if budget_left else system + TOOL_BUDGET_NOTE, history, specs, cancel):
                     if isinstance(event, TextDelta):
                         parts.append(event.text)
@@ -203,6 +229,8 @@ class Assistant:
                     self.conversations.append(conversation, ChatMessage(role="assistant", content=exc.partial + " [answer broke off]"))
                 raise
             text = "".join(parts)
+            if token_budget:
+                result.tokens += self._count_tokens(text) + sum(self._count_tokens(json.dumps(c.arguments, default=str)) for c in calls)
             if result.cancelled or cancel.is_set():
                 result.cancelled = True
                 if text:
@@ -293,6 +321,8 @@ class Assistant:
                 "---",
                 "type: session-log",
                 f"conversation: {conversation.id}",
+                # A routine's run (tarsd/speaking/runner.py) was started by tars's scheduler, not by the user.
+                *(["source: scheduler"] if conversation.id.startswith("routine:") else []),
                 f"started: {started.isoformat(timespec='seconds')}",
                 f"ended: {ended.isoformat(timespec='seconds')}",
                 f"messages: {sum(1 for _, m in span if m.role in ('user', 'assistant') and m.content)}",
@@ -414,7 +444,7 @@ class Assistant:
         written = None
         if approve:
             try:
-                written = self.memory.apply_proposal(proposal)
+                written = self._apply(proposal)
             except BaseException:
                 self.memory.pending.reopen(proposal.id)
                 raise
@@ -422,11 +452,24 @@ class Assistant:
         log.info("the user %s proposal #%d: %s", "approved" if approve else "rejected", rule_id, proposal.describe())
         return proposal, written
 
+    def _apply(self, proposal: PendingRule) -> Remembered:
+        """An approved proposal applied as the user's: a memory change, or a routine into the routines file."""
+        if proposal.action != ROUTINE:
+            return self.memory.apply_proposal(proposal)
+        if self.routine_book is None:
+            raise ValueError("the routines file is not open yet: approve it again in a moment")
+        routine = routine_from_proposal(proposal.rule)
+        if self.routine_book.get(routine.name) is None:  # applied before a kill: not added twice
+            self.routine_book.add(routine)
+        if self.on_routines_changed is not None:
+            self.on_routines_changed()
+        return Remembered("added", str(self.routine_book.path), line=routine.name)
+
     def finish_decisions(self) -> None:
         """At start: approvals a kill interrupted (applied or not, not yet dropped) are finished."""
         for proposal in self.memory.pending.unfinished():
             try:
-                self.memory.apply_proposal(proposal)
+                self._apply(proposal)
             except Exception as exc:  # a vault gone, a full disk: never a reason not to start
                 log.warning("could not finish approving proposal #%d (%s): %s; it waits again", proposal.id, proposal.describe(), _why(exc))
                 self.memory.pending.reopen(proposal.id)

@@ -12,6 +12,9 @@ from tarsctl.authority import Principal, Right, may
 from tarsctl.shown import forget_command
 from tarsd.chat import prompts
 from tarsd.chat.conversations import ToolCall
+from tarsd.chat.routine_tools import NAMES as ROUTINE_TOOL_NAMES
+from tarsd.chat.routine_tools import SPECS as ROUTINE_SPECS
+from tarsd.chat.routine_tools import RoutineTools
 from tarsd.markdown.tags import normalise as normalise_tag
 from tarsd.memory.files import MemoryFiles, Remembered
 from tarsd.search.searcher import MODES, Searcher
@@ -78,6 +81,7 @@ SPECS = [
 ]
 
 
+SPECS += ROUTINE_SPECS
 OWN_TOOL_NAMES = frozenset(spec["name"] for spec in SPECS)  # never given to another server's tool (tarsd/tools/names.py)
 
 
@@ -92,11 +96,14 @@ class Tools:
         self.searcher = searcher
         self.memory = memory
         self.reindex = reindex
+        self.routines: RoutineTools | None = None  # set once the routines file is open (tarsd/daemon/main.py)
 
     def run(self, call: ToolCall, conversation: str = "") -> str:
         """The tool's result as text for the model; errors are returned, not raised, so the
         model can correct itself. ``conversation`` goes into the provenance of remembered lines."""
         handler = {"memory_search": self._search, "memory_remember": self._remember, "read_note": self._read}.get(call.name)
+        if call.name in ROUTINE_TOOL_NAMES:
+            return self._routine_tool(call, conversation)
         if handler is None:
             return f"error: there is no tool named {call.name!r}"
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
@@ -106,6 +113,18 @@ class Tools:
             return handler(arguments)
         except (ToolError, ValueError, TypeError) as exc:
             return f"error: {exc}"
+
+    def _routine_tool(self, call: ToolCall, conversation: str) -> str:
+        if self.routines is None:
+            return "error: routines are not available in this tarsd yet; tell the user to try again in a moment"
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        try:
+            if call.name == "remind_user":
+                return self.routines.remind(arguments, conversation)
+            return self.routines.propose(arguments, conversation)
+        except (ValueError, OSError) as exc:  # a schedule, a name or a time refused: the model may correct it
+            hint = getattr(exc, "hint", "")
+            return f"error: {exc}" + (f" ({hint})" if hint else "")
 
     def _search(self, args: dict) -> str:
         query = str(args.get("query") or "").strip()
@@ -223,7 +242,9 @@ def remember_report(result: Remembered) -> dict:
 
 
 def tool_summary(name: str, output: str) -> str:
-    """One line for the user about what a tool changed in their memory ("" when nothing)."""
+    """One line for the user about what a tool changed in their memory or their routines ("" when nothing)."""
+    if name in ROUTINE_TOOL_NAMES and output.startswith("{"):
+        return routine_summary(output)
     if name != "memory_remember" or not output.startswith("{"):
         return ""
     try:
@@ -255,6 +276,23 @@ def tool_summary(name: str, output: str) -> str:
         return f"already in {where}: {report.get('existing', '')!r}"
     if status == "possible_update":
         return f"not stored yet: close to {report.get('similar', '')!r} in {where} ({report.get('differs', '')})"
+    return ""
+
+
+def routine_summary(output: str) -> str:
+    try:
+        report = json.loads(output)
+    except ValueError:
+        return ""
+    if report.get("status") == "set":
+        to = ", ".join(report.get("to", []))
+        return f"the model set a reminder for {report.get('at', '')} ({to}): {report.get('text', '')!r} (undo: {report.get('undo', '')})"
+    if report.get("status") == "pending":
+        number = report.get("pending_id", "")
+        return (
+            f"the model proposed the routine {report.get('routine', '')!r}: nothing runs until you approve it "
+            f"(tarsctl rules shows it whole; tarsctl rules approve {number}, or tarsctl rules reject {number})"
+        )
     return ""
 
 

@@ -19,6 +19,7 @@ import msgspec.inspect as types
 # msgspec's "- at `$.daemon.debounce_ms`", and a dict's entry in the path as "[...]".
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 MAX_SHOWN = 200  # characters of a refused value shown in the message
+_LIST_ITEM = re.compile(r"\[\d+\]$")
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<name>[^`]+)`")
 
 
@@ -28,7 +29,8 @@ def explain(exc: msgspec.ValidationError, data: dict, root: type, origins: dict[
     found = _AT.match(str(exc))
     what, path = (found["what"], found["path"] or "") if found else (str(exc), "")
     # An entry of a table of tables ([mcp.servers.NAME]) is "[...]" in the path: a part of its own.
-    parts = [p or "[...]" for p in path.replace("[...]", ".").split(".")[1:]]
+    # A list's item ("deliver[1]") is the list's key: the whole list is shown with what it may hold.
+    parts = [_LIST_ITEM.sub("", p) or "[...]" for p in path.replace("[...]", ".").split(".")[1:]]
     names = _named_entries(parts, data, types.type_info(root))
     struct = _struct_at(types.type_info(root), names)
     unknown = _UNKNOWN.match(what)
@@ -60,6 +62,10 @@ def explain(exc: msgspec.ValidationError, data: dict, root: type, origins: dict[
 
 def allowed(info: types.Type) -> str:
     """The values a setting's type allows, in words: 'one of "debug", "info"', 'a whole number, 0 or more'."""
+    if isinstance(info, types.Metadata):
+        # A string with a pattern says in its description what the pattern allows: a regex is no help to a person.
+        described = (info.extra_json_schema or {}).get("description")
+        return described if described else allowed(info.type)
     if isinstance(info, types.LiteralType):
         return "one of " + ", ".join(json.dumps(v) for v in info.values)
     if isinstance(info, types.UnionType):
@@ -72,8 +78,10 @@ def allowed(info: types.Type) -> str:
         return "true or false"
     if isinstance(info, types.StrType):
         return "a string in quotes"
+    if isinstance(info, types.ListType) and isinstance(info.item_type, types.LiteralType):
+        return "a list of " + allowed(info.item_type)  # [routines] deliver: 'a list of one of "inbox", ...'
     if isinstance(info, types.ListType):
-        return 'a list of strings in quotes, e.g. ["a", "b"]'  # the settings' only lists
+        return 'a list of strings in quotes, e.g. ["a", "b"]'  # the settings' other lists
     return "a table"
 
 

@@ -262,6 +262,19 @@ class WhatsAppConfig(msgspec.Struct, forbid_unknown_fields=True):
     app_secret_file: str = ""  # the app's secret: every webhook POST is signed with it (X-Hub-Signature-256)
     access_token_file: str = ""  # the (permanent) token tars sends replies with
     graph_url: str = "https://graph.facebook.com/v21.0"
+    # Outside WhatsApp's 24-hour window (a day since the user last wrote) only an approved template
+    # may be sent: the name of a UTILITY template whose body has one variable {{1}}, which tars fills
+    # with its message (docs/whatsapp.md#templates). Empty: tars cannot start a message outside it.
+    # Meta's names are lowercase letters, digits and underscores.
+    template: Annotated[
+        str,
+        msgspec.Meta(pattern=r"^[a-z0-9_]{0,512}$", description='a template name of lowercase letters, digits and _: "tars_message"'),
+    ] = ""
+    # The template's language as WhatsApp Manager names it: "en", "en_US", "de", "pt_BR".
+    template_language: Annotated[
+        str,
+        msgspec.Meta(pattern=r"^[a-z]{2,3}(_[A-Z]{2})?$", description='a language code as WhatsApp Manager writes it: "en", "en_US"'),
+    ] = "en"
 
 
 class TelegramConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -286,6 +299,34 @@ class TelegramConfig(msgspec.Struct, forbid_unknown_fields=True):
     webhook_secret_file: str = ""  # empty: telegram_webhook_secret beside the config file (Telegram sends it with each post)
 
 
+# Where a routine's or a reminder's message goes (tarsd/routines): every message is in the inbox
+# whatever its targets; the others are delivered from there.
+DeliveryTarget = Literal["inbox", "telegram", "whatsapp", "note"]
+
+
+class RoutinesConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """Routines and reminders (tarsd/routines, docs/routines.md): tars speaks first."""
+
+    # false: this machine runs no routines (the other machine of a synced vault does).
+    enabled: bool = True
+    # The routines file (user-owned, outside the vault); empty: routines.toml beside the config file.
+    file: str = ""
+    # The user's time zone, an IANA name ("Europe/Berlin"); empty: the machine's.
+    timezone: str = ""
+    # Where a routine's answer goes unless it says otherwise.
+    deliver: list[DeliveryTarget] = msgspec.field(default_factory=lambda: ["inbox"])
+    runs_per_day: AtLeastOne = 48  # a routine's limit unless it sets its own
+    tokens_per_run: AtLeastOne = 50_000
+    # A routine's run missed (tarsd stopped, the machine asleep) is still made up for this long
+    # after its time; later, it is skipped and listed. Reminders: reminder_grace_hours.
+    grace_minutes: Count = 120
+    reminder_grace_hours: Count = 24
+    # The note the `note` target appends to, relative to the vault; {date} is YYYY-MM-DD in the
+    # user's time zone ("Daily/{date}.md"). Empty: the note target needs a routine's own note.
+    note: str = ""
+    heading: str = "tars"  # the heading the answer is appended under
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     vault: VaultConfig = msgspec.field(default_factory=VaultConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
@@ -297,6 +338,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
     whatsapp: WhatsAppConfig = msgspec.field(default_factory=WhatsAppConfig)
     telegram: TelegramConfig = msgspec.field(default_factory=TelegramConfig)
+    routines: RoutinesConfig = msgspec.field(default_factory=RoutinesConfig)
 
     @property
     def vault_path(self) -> Path:
@@ -328,6 +370,7 @@ SECTIONS = {
     "mcp": McpConfig,
     "whatsapp": WhatsAppConfig,
     "telegram": TelegramConfig,
+    "routines": RoutinesConfig,
 }
 
 
@@ -382,7 +425,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
 
     try:
         # strict=False lets environment strings become numbers and booleans.
-        return msgspec.convert(data, Config, strict=False)
+        config = msgspec.convert(data, Config, strict=False)
     except msgspec.ValidationError as exc:
         from tarsd.config.invalid import explain
 
@@ -393,6 +436,25 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None, **o
                 if origin is not None:
                     origins[(section, key)] = "the command line" if origin == "command line" else origin.removeprefix("env ")
         raise ConfigError(f"invalid configuration: {explain(exc, data, Config, origins, file)}") from exc
+    _check_timezone(config.routines.timezone, setting_origin("routines", "timezone", env, overrides), file)
+    return config
+
+
+def _check_timezone(name: str, origin: str | None, file: Path) -> None:
+    """An unknown zone name stops tarsd at start, with the key named, rather than every routine failing later."""
+    if not name:
+        return
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        shown = "the command line" if origin == "command line" else origin.removeprefix("env ") if origin else ""
+        where = f"from {shown}" if origin else f"in {file}"
+        raise ConfigError(
+            f"invalid configuration: [routines] timezone = {name!r} {where} is not a known time zone: "
+            'use an IANA name like "Europe/Berlin", or leave it empty for the machine\'s time zone'
+        ) from None
 
 
 def setting_origin(section: str, key: str, env: Mapping[str, str], overrides: Mapping[str, object]) -> str | None:

@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -117,6 +118,10 @@ class Daemon:
         self.whatsapp_error = ""  # why the enabled channel is not served
         self.telegram: Telegram | None = None  # the Telegram channel: it polls the Bot API, no listener needed
         self.telegram_error = ""  # why the enabled channel is not running
+        self.runner = None  # routines' runner (tarsd/speaking/runner.py), once the channels are up
+        self.deliveries = None
+        self.clock = None  # routines' clock (tarsd/routines/clock.py); None when [routines] enabled = false
+        self.routines_skipped: list[str] = []  # runs missed past their grace at start
 
     def request_stop(self, why: str) -> None:
         if not self._stop.is_set():
@@ -142,6 +147,7 @@ class Daemon:
         from tarsd.vault.files import remove_litter
 
         loop = asyncio.get_running_loop()
+        self._loop = loop
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
         from tarsd.serve.socket_server import AcceptErrorFilter, raise_fd_limit
@@ -172,6 +178,7 @@ class Daemon:
             )
             # Before any door opens: an approval a kill interrupted is finished, so no one sees it both ways.
             await asyncio.to_thread(self.assistant.finish_decisions)
+            self._open_routines()
             self.watcher = VaultWatcher(self.vault, self._path_changed, self.queue.request_reconcile)
             loop.add_signal_handler(signal.SIGHUP, self.retry)
 
@@ -188,7 +195,7 @@ class Daemon:
             ]
             # Restarts a deaf watcher and follows the vault folder going away and coming back.
             supervisor = asyncio.create_task(self.watcher.supervise(daemon.watcher_check_seconds), name="watcher-supervisor")
-            scheduler = start_scheduler(self.config, self.queue, self.assistant)
+            scheduler = start_scheduler(self.config, self.queue, self.assistant, self._clock_check)
             if self.config.http.enabled:
                 await self._start_http(server)
             elif self.config.whatsapp.enabled:
@@ -202,6 +209,7 @@ class Daemon:
                     "as well, or empty webhook_url to have tars poll"
                 )
                 log.error("Telegram channel not started: %s", self.telegram_error)
+            await self._start_routines(server)
             log.info("tarsd %s serving %s on %s (database %s)", self._version(), self.vault, socket_path, self.config.db_path)
             # Ready means "answers": the first scan and the model continue in the background,
             # and every search reply says how complete the index is.
@@ -218,6 +226,7 @@ class Daemon:
                 self.tool_servers.begin_stop()  # beside the rest of the stop: waited for below
             if scheduler is not None:
                 scheduler.shutdown(wait=False)
+            await self._stop_routines()
             if supervisor is not None:
                 supervisor.cancel()
             if getattr(self, "watcher", None) is not None:
@@ -240,6 +249,85 @@ class Daemon:
                 log.warning("an indexing step was still running; its unfinished transaction is rolled back")
             os.close(lock_fd)
         log.info("stopped")
+
+    async def _start_routines(self, server) -> None:
+        """Routines and reminders (docs/routines.md): the book, the ledger and the inbox always (they
+        are listed and read on every machine); the clock and the runner only with [routines] enabled.
+        Runs missed while tarsd was stopped run once now, late, or are skipped past their grace."""
+        from tarsd.routines.clock import RoutineClock
+        from tarsd.speaking.deliveries import Deliveries
+        from tarsd.speaking.runner import RoutineRunner
+
+        settings = self.config.routines
+        for run in await asyncio.to_thread(self.ledger.interrupted):
+            log.warning(
+                "routine %s: its run due %s was cut off when tarsd stopped; it is not run again", run.routine, _at(run.scheduled_at)
+            )
+        self.deliveries = Deliveries(self.ledger, self._relays, self.vault, settings, self.routine_tz)
+        self.runner = RoutineRunner(
+            settings, self.routine_book, self.ledger, server.dispatch, self.deliveries, self._relays, self.routine_tz
+        )
+        self.runner.start()
+        self.deliveries.start()
+        if not settings.enabled:
+            log.info("[routines] enabled = false: no routine runs on this machine")
+            return
+        self.clock = RoutineClock(
+            self.routine_book,
+            self.ledger,
+            self.routine_tz,
+            self.runner.fire,
+            reminder_grace=timedelta(hours=settings.reminder_grace_hours),
+            routine_grace=timedelta(minutes=settings.grace_minutes),
+        )
+        self.routines_skipped = await self.clock.start()
+        for line in self.routines_skipped:
+            log.warning("%s", line)
+
+    def _open_routines(self) -> None:
+        """The routines file and the ledger, before any door opens: a request may ask for them at once."""
+        from tarsd.routines.book import Book, routines_path
+        from tarsd.routines.ledger import Ledger
+        from tarsd.routines.schedule import user_timezone
+
+        settings = self.config.routines
+        self.routine_tz = user_timezone(settings.timezone)
+        self.routine_book = Book(routines_path(settings.file, self.config_file), self.routine_tz)
+        self.ledger = Ledger(self.engine.store)
+        self.assistant.open_routines(self.routine_book, self._routines_changed)
+
+    def _routines_changed(self) -> None:
+        """A proposal approved on a worker thread added a routine: the clock re-arms on the loop."""
+        if self.clock is not None:
+            self._loop.call_soon_threadsafe(self.clock.rearm)
+
+    def _relays(self) -> dict:
+        """The running channels' relays, by target name, for routines' messages."""
+        relays = {}
+        for name in ("whatsapp", "telegram"):
+            channel = getattr(self, name)
+            if channel is not None:
+                relays[name] = channel.relay
+        return relays
+
+    def _clock_check(self) -> None:
+        """The reconcile tick: routines due while the machine slept are run now (the clock's timer
+        counts monotonic time, which stands still during a suspend)."""
+        if self.clock is not None:
+            self.clock.check()
+
+    async def run_routine(self, routine):
+        if self.runner is None:
+            raise ValueError("tarsd is still starting: run it again in a moment")
+        return await self.runner.run_now(routine)
+
+    async def _stop_routines(self) -> None:
+        if self.clock is not None:
+            await self.clock.stop()
+        if getattr(self, "runner", None) is not None:
+            self.runner.stop()
+        if getattr(self, "deliveries", None) is not None:
+            await self.deliveries.stop()
 
     async def _start_http(self, server) -> None:
         """The HTTP listener; its web framework is imported here, only when enabled. A listener that
@@ -387,6 +475,10 @@ class Daemon:
         from tarsd.serve.status import coverage
 
         return coverage(self.queue, self.engine, self.watcher)
+
+
+def _at(when: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
 
 
 def _log_litter(task: asyncio.Task) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -23,13 +24,17 @@ MISFIRE_GRACE_SECONDS = 6 * 3600
 log = logging.getLogger(__name__)
 
 
-def start_scheduler(config: Config, queue: SyncQueue, assistant: Assistant) -> AsyncIOScheduler:
+def start_scheduler(config: Config, queue: SyncQueue, assistant: Assistant, on_tick: Callable[[], None] | None = None) -> AsyncIOScheduler:
+    """``on_tick`` runs with each reconcile: a wake-up that is there anyway, so routines' clock can
+    see a suspend without a timer of its own."""
     scheduler = AsyncIOScheduler(timezone="UTC")
     common = {"replace_existing": True, "coalesce": True, "max_instances": 1, "misfire_grace_time": MISFIRE_GRACE_SECONDS}
 
     # Coroutine jobs run on the event loop itself, so they may touch the queue directly.
     async def reconcile() -> None:
         queue.request_reconcile()
+        if on_tick is not None:
+            on_tick()
 
     async def snapshot_sessions() -> None:
         try:

@@ -38,7 +38,8 @@ from tarsd.memory.text import UnsafeMemoryText
 from tarsd.store.database import Store
 
 RULE, REPLACE, REMOVE = "rule", "replace", "remove"
-ACTIONS = (RULE, REPLACE, REMOVE)
+ROUTINE = "routine"  # a routine the model proposed: its text is the TOML table it becomes in the routines file
+ACTIONS = (RULE, REPLACE, REMOVE, ROUTINE)
 PENDING, APPROVING = "pending", "approving"
 
 _COLUMNS = "id, text, conversation, proposed_at, action, kind, target, lines_before"
@@ -54,7 +55,7 @@ class PendingRule:
     conversation: str = ""
     proposed_at: float = 0.0
     action: str = RULE
-    kind: str = "procedural"  # the memory file it changes: semantic | procedural
+    kind: str = "procedural"  # the memory file it changes: semantic | procedural; "routine": the routines file
     target: str = ""  # replace: the line it replaces, as it read when proposed
     # remove, replace being approved: the lines reading as the one it changes, just before the
     # write (None: not counted, so not written either)
@@ -65,6 +66,8 @@ class PendingRule:
             return f"replace {self.target!r} with {self.rule!r}"
         if self.action == REMOVE:
             return f"remove {self.rule!r}"
+        if self.action == ROUTINE:
+            return f"add the routine {self.rule!r}"
         return f"add the rule {self.rule!r}"
 
 

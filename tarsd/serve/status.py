@@ -17,6 +17,8 @@ from tarsctl.protocol import (
     FileHealth,
     MemoryStatus,
     NotedLine,
+    RoutinesStatus,
+    RunInfo,
     Status,
     StatusReply,
     ToolCallRecord,
@@ -30,6 +32,7 @@ from tarsd.vault.root import vault_problem
 if TYPE_CHECKING:
     from tarsd.index.sync_queue import SyncQueue
     from tarsd.index.watcher import VaultWatcher
+    from tarsd.routines.ledger import Run
     from tarsd.search.engine import Engine
     from tarsd.serve.parts import DaemonParts
     from tarsd.tools.servers import ServerView, ToolServers
@@ -262,6 +265,58 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         tool_calls=recent_calls(daemon.tool_servers, 10),
         channels=channels,
         memory_budget=engine.plan.describe(),
+        routines=routines_status(daemon),
+    )
+
+
+def run_info(run: Run | None) -> RunInfo | None:
+    if run is None:
+        return None
+    return RunInfo(
+        scheduled_at=run.scheduled_at,
+        started_at=run.started_at or 0.0,
+        finished_at=run.finished_at or 0.0,
+        outcome=run.outcome if run.state == "done" else "running",
+        late=run.late,
+        detail=run.detail or "",
+        conversation=run.conversation or "",
+    )
+
+
+def routines_status(daemon: DaemonParts) -> RoutinesStatus:
+    """What runs next, what ran last, and what went wrong (the newest failed runs and deliveries)."""
+    book, ledger = daemon.routine_book, daemon.ledger
+    found = book.load()
+    reminders = sum(1 for r in found if r.is_reminder)
+    upcoming = []
+    if daemon.clock is not None:
+        for routine in found:
+            at = daemon.clock.next_run(routine.name)
+            if at is not None:
+                upcoming.append((at.timestamp(), routine.name))
+    next_at, next_name = min(upcoming) if upcoming else (0.0, "")
+    newest = ledger.runs("", 20)
+    last = next((run for run in newest if run.outcome != "skipped"), newest[0] if newest else None)
+    counts = ledger.delivery_counts()
+    errors = [f"{run.routine}: {run.outcome}: {run.detail}" for run in newest if run.outcome in ("failed", "interrupted", "limited")][:5]
+    errors += [f"delivery to {d.target} failed: {d.last_error}" for d in ledger.failed_deliveries(5)]
+    problem = book.problem
+    if not daemon.config.routines.enabled:
+        problem = "[routines] enabled = false: this tarsd runs no routines (another machine of the vault does)"
+    return RoutinesStatus(
+        enabled=daemon.config.routines.enabled,
+        routines=len(found) - reminders,
+        reminders=reminders,
+        paused=sum(1 for r in found if r.paused),
+        next_name=next_name,
+        next_at=next_at,
+        last_name=last.routine if last is not None else "",
+        last=run_info(last),
+        unread=ledger.unread(),
+        pending_deliveries=counts.get("pending", 0),
+        failed_deliveries=counts.get("failed", 0),
+        problem=problem,
+        errors=errors,
     )
 
 
@@ -276,6 +331,12 @@ def channel_warnings(channels: list[ChannelStatus]) -> list[str]:
             found.append(
                 f"{channel.name}: {channel.window_closed} repl{'y was' if channel.window_closed == 1 else 'ies were'} refused outside "
                 f"WhatsApp's 24-hour window (last at {when}): a message from your phone opens it again"
+                + (
+                    "; outside the window: no template, so a message tars starts cannot reach you there: set [whatsapp] template "
+                    "(docs/whatsapp.md#templates)"
+                    if channel.name == "whatsapp" and not channel.template
+                    else ""
+                )
             )
         if channel.id_changes:
             found.append(

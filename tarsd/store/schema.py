@@ -1,6 +1,6 @@
 """The index database's schema: every table's DDL (also those whose SQL lives elsewhere:
 conversations in tarsd/chat, memory-line vectors and pending rules in tarsd/memory, the messages
-a channel took in in tarsd/channels), the
+a channel took in in tarsd/channels, routine runs and the inbox in tarsd/routines), the
 migrations from one version to the next, and the check that refuses an index newer than
 this tars. The vector table is not here: its layout follows the embedder (vectors.py)."""
 
@@ -12,7 +12,7 @@ import apsw
 
 from tarsd.store.errors import StoreError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -216,6 +216,53 @@ _SCHEMA_PROPOSAL_LINES = """
 ALTER TABLE proposals ADD COLUMN lines_before INTEGER;
 """
 
+# Version 10: routines and reminders (tarsd/routines/ledger.py holds their SQL). Each occurrence of a
+# routine taken is one row of routine_runs (UNIQUE: a restart, a second clock, cannot run it twice;
+# a row left 'running' by a kill is marked interrupted at the next start). What tars says first is
+# a message in the inbox, whatever its targets; each other target (telegram, whatsapp, note) is a
+# delivery of that message, retried until sent or given up, so a messenger down loses nothing.
+# In the database rather than the vault: run history and undelivered messages are tarsd's
+# bookkeeping, not notes to index (the routines themselves are in the user's routines file).
+_SCHEMA_ROUTINES = """
+CREATE TABLE routine_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    routine TEXT NOT NULL,               -- the routine's or reminder's name
+    scheduled_at REAL NOT NULL,          -- the occurrence (unix time)
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    state TEXT NOT NULL DEFAULT 'running',  -- running | done
+    outcome TEXT NOT NULL DEFAULT '',    -- spoke | quiet | skipped | limited | failed | interrupted | reminded
+    late INTEGER NOT NULL DEFAULT 0,     -- 1: run after its time (catching up)
+    detail TEXT NOT NULL DEFAULT '',
+    conversation TEXT NOT NULL DEFAULT '',
+    message_id INTEGER,                  -- the inbox message it posted
+    UNIQUE (routine, scheduled_at)
+);
+CREATE INDEX routine_runs_started ON routine_runs(routine, started_at);
+CREATE INDEX routine_runs_running ON routine_runs(state) WHERE state = 'running';
+CREATE TABLE inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at REAL NOT NULL,
+    source TEXT NOT NULL,                -- routine:NAME | reminder:NAME
+    title TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    read INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX inbox_unread ON inbox(id) WHERE read = 0;
+CREATE TABLE deliveries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id INTEGER NOT NULL REFERENCES inbox(id) ON DELETE CASCADE,
+    target TEXT NOT NULL,                -- telegram | whatsapp | note
+    state TEXT NOT NULL DEFAULT 'pending',  -- pending | sent | failed (given up)
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL,
+    last_error TEXT NOT NULL DEFAULT '',
+    sent_at REAL
+);
+CREATE INDEX deliveries_message ON deliveries(message_id);
+CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE state = 'pending';
+"""
+
 MIGRATIONS = {
     1: _SCHEMA_V1,
     2: _SCHEMA_V2,
@@ -226,6 +273,7 @@ MIGRATIONS = {
     7: _SCHEMA_PASSAGES_STORED_ONCE,
     8: _SCHEMA_PROPOSALS,
     9: _SCHEMA_PROPOSAL_LINES,
+    10: _SCHEMA_ROUTINES,
 }
 
 

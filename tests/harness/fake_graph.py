@@ -13,6 +13,12 @@ at most 20 characters, ids of at most 256, all different). Refusals are Meta's e
 (``{"error": {"message", "type", "code", "error_data": {"messaging_product", "details"},
 "fbtrace_id"}}``).
 
+Template messages are checked as Meta checks them: the template must be one the fake knows
+(``templates``: name -> its languages; else 404 with code 132001), with a language code, and
+exactly one body parameter (132000) of text without a line break, a tab or five spaces in a row, at
+most 1,024 characters (else 132018). ``closed`` holds the recipients whose 24-hour window has
+closed: a text or an interactive message to them is refused with 131047, a template goes through.
+
 ``script`` scripts the answers to the next sends (texts and interactive messages, not read
 marks): each a dict with ``status`` and optionally ``code``, ``message``, ``details`` and
 ``retry_after`` (a Retry-After header), or ``{"delay": seconds}`` to answer late. When the script is
@@ -51,9 +57,11 @@ class Sent:
 
 
 class FakeGraph:
-    def __init__(self, phone_number_id: str, token: str):
+    def __init__(self, phone_number_id: str, token: str, templates: dict[str, set[str]] | None = None):
         self.phone_number_id = phone_number_id
         self.token = token
+        self.templates = templates or {}  # approved templates: name -> language codes
+        self.closed: set[str] = set()  # recipients outside the 24-hour window
         self.script: list[dict] = []
         self.requests: list[Sent] = []
         self.lock = threading.Lock()
@@ -152,6 +160,17 @@ class FakeGraph:
         problem = self.refused(body)
         if problem:
             return self.error(400, 100, "(#100) Invalid parameter", problem)
+        if body.get("type") == "template":
+            refusal = self.template_refused(body.get("template") or {})
+            if refusal is not None:
+                return refusal
+        elif _to(body) in self.closed:
+            return self.error(
+                400,
+                131047,
+                "(#131047) Re-engagement message",
+                "Message failed to send because more than 24 hours have passed since the customer last replied to this number.",
+            )
         with self.lock:
             scripted = self.script.pop(0) if self.script else None
         if scripted is not None:
@@ -210,7 +229,49 @@ class FakeGraph:
             if any(not i or len(i) > 256 for i in ids) or len(set(ids)) != len(ids):
                 return "Button ids must be unique, non-empty, and at most 256 characters long."
             return ""
-        return f"Param type must be one of text, interactive, ... (got {kind!r})"
+        if kind == "template":
+            template = body.get("template")
+            if not isinstance(template, dict) or not template.get("name"):
+                return "The parameter template['name'] is required."
+            language = template.get("language")
+            if not isinstance(language, dict) or not language.get("code"):
+                return "The parameter template['language']['code'] is required."
+            return ""
+        return f"Param type must be one of text, interactive, template, ... (got {kind!r})"
+
+    def template_refused(self, template: dict) -> tuple[int, dict, dict] | None:
+        """Meta's answer to a template message it refuses; None when it takes it."""
+        name, language = template["name"], template["language"]["code"]
+        if language not in self.templates.get(name, set()):
+            return self.error(
+                404,
+                132001,
+                "(#132001) Template name does not exist in the translation",
+                f"template name ({name}) does not exist in {language}",
+            )
+        components = template.get("components") or []
+        bodies = [c for c in components if isinstance(c, dict) and c.get("type") == "body"]
+        parameters = [p for c in bodies for p in c.get("parameters") or []]
+        if len(bodies) != 1 or len(parameters) != 1 or not isinstance(parameters[0], dict) or parameters[0].get("type") != "text":
+            return self.error(
+                400,
+                132000,
+                "(#132000) Number of parameters does not match the expected number of params",
+                f"body: number of localizable_params ({len(parameters)}) does not match the expected number of params (1)",
+            )
+        text = parameters[0].get("text")
+        if not isinstance(text, str) or not text or "\n" in text or "\t" in text or "     " in text:
+            return self.error(
+                400,
+                132018,
+                "(#132018) There was an issue with the parameters in your template.",
+                "Param text cannot have new-line/tab characters or more than 4 consecutive spaces",
+            )
+        if len(text) > 1024:
+            return self.error(
+                400, 132018, "(#132018) There was an issue with the parameters in your template.", "Param text is too long (1024 at most)"
+            )
+        return None
 
     # ---- what tars sent ----
 
@@ -226,6 +287,10 @@ class FakeGraph:
     def questions(self, to: str, since: float = 0.0) -> list[dict]:
         """The interactive messages Meta accepted for ``to``: their "interactive" object."""
         return [s.body["interactive"] for s in self.sends(to, since) if s.body.get("type") == "interactive" and s.status == 200]
+
+    def templates_sent(self, to: str, since: float = 0.0) -> list[dict]:
+        """The template messages Meta accepted for ``to``: their "template" object."""
+        return [s.body["template"] for s in self.sends(to, since) if s.body.get("type") == "template" and s.status == 200]
 
     def reads(self, since: float = 0.0) -> list[Sent]:
         with self.lock:

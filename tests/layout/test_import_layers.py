@@ -21,11 +21,13 @@ LAYERS: list[tuple[str, ...]] = [
     # The wire, what the client and the daemon share: frames and the socket's place, the messages,
     # and what both read from a user (times like "7d", memory types) or show of a search.
     # shown: text from elsewhere made safe for a terminal (search_view, chat, the channels use it).
+    # routine_times: a reminder's WHEN read from words, a run's time said (tarsctl and the channels).
     (
         "tarsctl.__init__",
         "tarsctl.transport",
         "tarsctl.socket_path",
         "tarsctl.arguments",
+        "tarsctl.routine_times",
         "tarsctl.shown",
         "tarsctl.search_view",
         "tarsctl.protocol",
@@ -42,9 +44,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.search",),
     ("tarsd.memory",),
     ("tarsd.tools",),  # other MCP servers' tools: connections, policy, approvals
+    ("tarsd.routines",),  # routines and reminders, what and when: schedules, the routines file, runs, inbox, clock
     ("tarsd.chat",),
     ("tarsd.serve",),
     ("tarsd.channels",),  # messengers (WhatsApp) on the HTTP listener, through the doors' dispatcher
+    ("tarsd.speaking",),  # tars speaks first: routines' runs and delivering what they say (through the dispatcher, the channels)
     ("tarsd.daemon",),
     ("tarsctl",),  # the command line: cli, chat, doctor, service, config and http views
 ]

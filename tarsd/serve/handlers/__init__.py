@@ -25,6 +25,7 @@ from tarsctl.protocol import (
     Error,
     Feedback,
     Forget,
+    Inbox,
     Index,
     Links,
     ListConversations,
@@ -35,7 +36,11 @@ from tarsctl.protocol import (
     ReadNote,
     Related,
     Remember,
+    Remind,
     Review,
+    RoutineAction,
+    Routines,
+    SaveRoutine,
     Search,
     Sessions,
     Status,
@@ -43,7 +48,7 @@ from tarsctl.protocol import (
 )
 from tarsd.chat.providers import ProviderError
 from tarsd.index.sync_queue import SyncFailed
-from tarsd.serve.handlers import chat, control, memory, search, tools
+from tarsd.serve.handlers import chat, control, memory, routines, search, tools
 from tarsd.serve.handlers.common import Handler, Peer, RequestError
 from tarsd.serve.parts import DaemonParts
 from tarsd.store.errors import explain
@@ -76,6 +81,11 @@ HANDLERS: dict[type, Handler] = {
     ApplyReview: memory.apply_review,
     PendingRules: memory.pending_rules,
     DecideRule: memory.decide_rule,
+    Routines: routines.routines,
+    SaveRoutine: routines.save_routine,
+    RoutineAction: routines.routine_action,
+    Remind: routines.remind,
+    Inbox: routines.inbox,
 }
 
 

@@ -137,6 +137,7 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
             request.end,
             request.approvals,
             request.allow_tools,
+            request.token_budget,
         )
     )
     job.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
@@ -206,4 +207,5 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
         cancelled=result.cancelled,
         session_log=result.session_log,
         warnings=result.warnings,
+        tokens=result.tokens,
     )

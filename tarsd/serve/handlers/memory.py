@@ -97,7 +97,7 @@ async def pending_rules(daemon: DaemonParts, request: PendingRules, _peer: Peer)
             p.proposed_at,
             p.action,
             p.target,
-            files.procedural_file if p.kind == "procedural" else files.semantic_file,
+            {"procedural": files.procedural_file, "routine": str(daemon.routine_book.path)}.get(p.kind, files.semantic_file),
         )
         for p in waiting
     ]

@@ -1,0 +1,242 @@
+"""The routine handlers: the routines and reminders (list, add, edit, pause, resume, remove, run
+now), a reminder set, and the inbox of what they said. The routines file is the user's
+(tarsd/routines/book.py); every change re-arms the clock at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+from tarsctl.authority import Right, may
+from tarsctl.protocol import (
+    DeliveryInfo,
+    Inbox,
+    InboxMessage,
+    InboxReply,
+    Message,
+    Remind,
+    RoutineAction,
+    RoutineInfo,
+    RoutineRan,
+    Routines,
+    RoutineSaved,
+    RoutinesReply,
+    RunInfo,
+    SaveRoutine,
+)
+from tarsd.routines.book import Routine
+from tarsd.routines.ledger import InboxItem
+from tarsd.routines.schedule import parse_when
+from tarsd.serve.handlers.common import Peer, RequestError
+from tarsd.serve.parts import DaemonParts
+from tarsd.serve.status import run_info
+
+TARGETS = ("inbox", "telegram", "whatsapp", "note")
+REMINDER_PREFIX = "remind-"  # reminders' names: removing one needs only the right to set one (tarsctl/authority.py)
+
+
+def routine_info(daemon: DaemonParts, routine: Routine, runs: int = 0) -> RoutineInfo:
+    settings = daemon.config.routines
+    ledger = daemon.ledger
+    next_run = daemon.clock.next_run(routine.name) if daemon.clock is not None else None
+    day_start = datetime.now(daemon.routine_tz).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    return RoutineInfo(
+        name=routine.name,
+        kind="reminder" if routine.is_reminder else "routine",
+        schedule=routine.schedule,
+        prompt=routine.prompt,
+        text=routine.text,
+        deliver=list(routine.deliver or settings.deliver),
+        tools=list(routine.tools),
+        quiet=routine.quiet,
+        paused=routine.paused,
+        by=routine.by,
+        next_run=next_run.timestamp() if next_run is not None else 0.0,
+        last_run=run_info(ledger.last_run(routine.name)),
+        runs=[info for info in (run_info(r) for r in ledger.runs(routine.name, runs)) if info is not None] if runs else [],
+        runs_today=ledger.runs_since(routine.name, day_start),
+        runs_per_day=routine.runs_per_day if routine.runs_per_day is not None else settings.runs_per_day,
+        tokens_per_run=routine.tokens_per_run if routine.tokens_per_run is not None else settings.tokens_per_run,
+        grace_minutes=routine.grace_minutes if routine.grace_minutes is not None else _grace_minutes(daemon, routine),
+        note=routine.note or (settings.note if "note" in (routine.deliver or settings.deliver) else ""),
+        heading=routine.heading or (settings.heading if "note" in (routine.deliver or settings.deliver) else ""),
+        undo=f"tarsctl routines rm {routine.name}",
+    )
+
+
+def _grace_minutes(daemon: DaemonParts, routine: Routine) -> int:
+    settings = daemon.config.routines
+    return settings.reminder_grace_hours * 60 if routine.is_reminder else settings.grace_minutes
+
+
+def _check_targets(daemon: DaemonParts, targets: list[str]) -> None:
+    """Refuse a target that cannot work on this tarsd now, rather than fail at the first delivery."""
+    for target in targets:
+        if target not in TARGETS:
+            raise RequestError("bad_request", f"no such delivery target {target!r}", f"use one or more of {', '.join(TARGETS)}")
+        section = getattr(daemon.config, target, None) if target in ("telegram", "whatsapp") else None
+        if section is not None and not section.enabled:
+            raise RequestError(
+                "bad_request",
+                f"{target} is not enabled in this tarsd, so nothing can be delivered there",
+                f"set [{target}] enabled = true (docs/{target}.md), or deliver to inbox or note",
+            )
+
+
+def _find(daemon: DaemonParts, name: str) -> Routine:
+    routine = daemon.routine_book.get(name)
+    if routine is None:
+        raise RequestError("not_found", f"there is no routine or reminder called {name!r}", "`tarsctl routines` lists them")
+    return routine
+
+
+async def routines(daemon: DaemonParts, request: Routines, _peer: Peer) -> AsyncIterator[Message]:
+    def listing() -> RoutinesReply:
+        book = daemon.routine_book
+        found = book.load()
+        if request.name:
+            found = [_find(daemon, request.name)]
+        return RoutinesReply(
+            id=request.id,
+            routines=[routine_info(daemon, routine, request.runs if request.name else 0) for routine in found],
+            file=str(book.path),
+            timezone=str(daemon.routine_tz),
+            enabled=daemon.config.routines.enabled,
+            problem=book.problem,
+            skipped=list(daemon.routines_skipped),
+        )
+
+    if daemon.clock is not None:
+        daemon.clock.check()
+    yield await asyncio.to_thread(listing)
+
+
+async def save_routine(daemon: DaemonParts, request: SaveRoutine, _peer: Peer) -> AsyncIterator[Message]:
+    given = {
+        field: getattr(request, field)
+        for field in (
+            "schedule",
+            "prompt",
+            "deliver",
+            "tools",
+            "quiet",
+            "runs_per_day",
+            "tokens_per_run",
+            "grace_minutes",
+            "note",
+            "heading",
+        )
+        if getattr(request, field) is not None
+    }
+    for field in ("deliver", "tools"):
+        if field in given:
+            given[field] = tuple(given[field])
+    if "deliver" in given:
+        _check_targets(daemon, list(given["deliver"]))
+    book = daemon.routine_book
+    if request.edit:
+        routine = _find(daemon, request.name)
+        if routine.is_reminder and "prompt" in given:
+            raise RequestError("bad_request", f"{request.name} is a reminder: it has a text, not a prompt", "remove it and add a routine")
+        saved = await asyncio.to_thread(book.update, request.name, **given)
+        status = "updated"
+    else:
+        if request.name.startswith(REMINDER_PREFIX):
+            raise RequestError("bad_request", f"names starting with {REMINDER_PREFIX!r} are for reminders", "give the routine another name")
+        if not (given.get("prompt") or "").strip():
+            raise RequestError(
+                "bad_request", "a routine needs a prompt: what tars is asked at each run", 'e.g. --prompt "What is due today?"'
+            )
+        if not (given.get("schedule") or "").strip():
+            raise RequestError("bad_request", "a routine needs a schedule", 'e.g. "30 7 * * *" (cron), "every 2h", or "2026-11-27 15:00"')
+        saved = await asyncio.to_thread(book.add, Routine(name=request.name, created=time.time(), by="user", **given))
+        status = "added"
+    if daemon.clock is not None:
+        daemon.clock.rearm()
+    yield RoutineSaved(id=request.id, routine=await asyncio.to_thread(routine_info, daemon, saved), status=status, file=str(book.path))
+
+
+async def routine_action(daemon: DaemonParts, request: RoutineAction, peer: Peer) -> AsyncIterator[Message]:
+    book = daemon.routine_book
+    routine = _find(daemon, request.name)
+    if request.action == "run":
+        if routine.is_reminder:
+            raise RequestError(
+                "bad_request", f"{request.name} is a reminder: it is sent at its time", "`tarsctl inbox` shows what was sent"
+            )
+        run, text = await daemon.run_routine(routine)
+        yield RoutineRan(id=request.id, name=routine.name, run=run_info(run) or RunInfo(), text=text)
+        return
+    if request.action in ("pause", "resume"):
+        saved = await asyncio.to_thread(book.set_paused, request.name, request.action == "pause")
+        status = "paused" if request.action == "pause" else "resumed"
+    elif request.action == "remove":
+        # The table lets a phone remove a reminder (a name starting remind-); a routine under such a
+        # name, written by hand, is still a routine: removing it is writing routines.
+        if not routine.is_reminder and not may(peer.principal, Right.SCHEDULE):
+            raise RequestError(
+                "forbidden",
+                f"{request.name} is a routine, and only the user at the terminal or the page removes one",
+                "run `tarsctl routines rm NAME`",
+            )
+        saved = await asyncio.to_thread(book.remove, request.name)
+        status = "removed"
+    else:
+        raise RequestError("bad_request", f"no such action {request.action!r}", "use pause, resume, remove or run")
+    if daemon.clock is not None:
+        daemon.clock.rearm()
+    yield RoutineSaved(id=request.id, routine=await asyncio.to_thread(routine_info, daemon, saved), status=status, file=str(book.path))
+
+
+async def remind(daemon: DaemonParts, request: Remind, peer: Peer) -> AsyncIterator[Message]:
+    text = request.text.strip()
+    if not text:
+        raise RequestError("bad_request", "a reminder needs a text", 'e.g. tarsctl remind 15:00 "go to the shop"')
+    when = parse_when(request.when, daemon.routine_tz, datetime.now(daemon.routine_tz))
+    targets = list(request.to)
+    _check_targets(daemon, targets or list(daemon.config.routines.deliver))
+    saved = await asyncio.to_thread(set_reminder, daemon, when, text, targets, "user")
+    if daemon.clock is not None:
+        daemon.clock.rearm()
+    yield RoutineSaved(
+        id=request.id, routine=await asyncio.to_thread(routine_info, daemon, saved), status="added", file=str(daemon.routine_book.path)
+    )
+
+
+def set_reminder(daemon: DaemonParts, when: datetime, text: str, targets: list[str], by: str) -> Routine:
+    book = daemon.routine_book
+    name = book.reminder_name(when)
+    return book.add(
+        Routine(name=name, schedule=when.isoformat(timespec="seconds"), created=time.time(), text=text, deliver=tuple(targets), by=by)
+    )
+
+
+def inbox_message(item: InboxItem) -> InboxMessage:
+    return InboxMessage(
+        id=item.id,
+        created_at=item.created_at,
+        source=item.source,
+        title=item.title,
+        text=item.text,
+        read=item.read,
+        deliveries=[
+            DeliveryInfo(d.target, d.state, d.attempts, d.last_error or "", d.next_attempt_at or 0.0, d.sent_at or 0.0)
+            for d in item.deliveries
+        ],
+    )
+
+
+async def inbox(daemon: DaemonParts, request: Inbox, _peer: Peer) -> AsyncIterator[Message]:
+    def answer() -> InboxReply:
+        ledger = daemon.ledger
+        if request.mark_all_read:
+            ledger.mark_read(None)
+        elif request.mark_read:
+            ledger.mark_read(list(request.mark_read))
+        items = ledger.inbox(request.limit, request.unread)
+        return InboxReply(id=request.id, messages=[inbox_message(item) for item in items], unread=ledger.unread())
+
+    yield await asyncio.to_thread(answer)
