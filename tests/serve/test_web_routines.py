@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("playwright", reason="the playwright package is missing: bash scripts/test.sh installs the test extras")
 from playwright.sync_api import expect  # noqa: E402
 
-from harness.browser import PHONE  # noqa: E402
+from harness.browser import PHONE, shot  # noqa: E402
 
 HOSTILE_PROMPT = "<img src=x onerror=alert(1)>"
 
@@ -70,6 +70,7 @@ def test_routines_reminders_and_the_inbox_on_the_page(http_daemon, browser):
     expect(said.locator(".inbox-source")).to_contain_text("reminder:remind-")
     assert "unread" in (said.get_attribute("class") or "")
     assert page.title() == "(1) tars"
+    shot(page, "desktop-routines")
 
     page.click("#mark-all-read")
     expect(page.locator("#unread-badge")).to_be_hidden()
@@ -95,4 +96,41 @@ def test_routines_reminders_and_the_inbox_on_the_page(http_daemon, browser):
     expect(phone.locator('.routine[data-name="hostile"] .routine-prompt')).to_have_text(HOSTILE_PROMPT)
     assert phone.locator("#chat").is_hidden() and phone.locator("#search").is_hidden()
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot(phone, "phone-routines")
     assert phone.locator("#routines img").count() == 0 and len(dialogs) == 2
+
+
+def test_a_routine_the_model_proposed_is_shown_whole_and_approved_on_the_page(http_daemon, fake_ollama, browser):
+    proposal = {"name": "new-year", "schedule": "0 6 1 1 *", "prompt": f"Wish me a happy new year {HOSTILE_PROMPT}", "quiet": True}
+    fake_ollama.script = [{"tool_calls": [{"name": "propose_routine", "arguments": proposal}]}, {"text": "I proposed a routine."}]
+    web = http_daemon()
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(f"{web.url}#token={web.token}")
+    expect(page.locator("#state")).to_contain_text("notes")
+    page.click("#tab-routines")
+    expect(page.locator("#routines-note")).to_contain_text("No routines or reminders yet")
+
+    page.fill("#message", "wish me a happy new year every year")
+    page.press("#message", "Enter")
+    card = page.locator("#pending-rules")
+    expect(card).to_be_visible()
+    waiting = card.locator(".pending-routine")
+    expect(waiting.locator(".pending-heading")).to_have_text("Add the routine")
+    with web.client() as http:
+        [pending] = http.get("/rules/pending").json()["rules"]
+    # The whole TOML table, as approving writes it: schedule, prompt (its tags as text) and all.
+    assert pending["action"] == "routine" and "[routine.new-year]" in pending["rule"]
+    expect(waiting.locator("pre.pending-toml")).to_have_text(pending["rule"])
+    assert page.locator("#pending-rules img, #routines img").count() == 0
+    expect(page.locator(".routine")).to_have_count(0)  # waiting is not added
+    shot(page, "desktop-routine-proposal")
+
+    card.locator(".pending-rule", has=page.locator(".pending-routine")).get_by_role("button", name="Approve").click()
+    expect(card).to_be_hidden()
+    added = page.locator('.routine[data-name="new-year"]')
+    expect(added.locator(".routine-prompt")).to_have_text(proposal["prompt"])
+    expect(added.locator(".routine-schedule")).to_have_text("0 6 1 1 *")
+    expect(added).to_contain_text("speaks only when needed")
+    assert page.locator("#routines img").count() == 0 and dialogs == []
