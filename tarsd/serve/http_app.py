@@ -18,6 +18,15 @@ or SSE events when streamed (http_json).
     POST   /rules/pending/{id}    decide_rule       -> rule_decided ({"approve": true} or false, and "rule": the text shown)
     POST   /index                 index             -> index_done, or SSE progress / index_done
     GET    /status                status            -> status_reply
+    GET    /routines              routines          -> routines_reply (?name= one, with its last ?runs=)
+    POST   /routines              save_routine      -> routine_saved (a new routine: name, schedule, prompt, deliver, tools, ...)
+    PATCH  /routines/{name}       save_routine      -> routine_saved (edit: only the fields given change)
+    POST   /routines/{name}/pause|resume  routine_action -> routine_saved
+    POST   /routines/{name}/run   routine_action    -> routine_ran (runs it now and waits for what it says)
+    DELETE /routines/{name}       routine_action    -> routine_saved (a routine or a reminder, removed)
+    POST   /remind                remind            -> routine_saved ({"when": "in 10 min", "text": "...", "to": [...]})
+    GET    /inbox                 inbox             -> inbox_reply (what routines and reminders said, newest first)
+    POST   /inbox/read            inbox             -> inbox_reply ({"ids": [...]} or {"all": true} are read now)
     GET    /docs, /openapi.json   the API description
     /mcp                          reserved for MCP over streamable HTTP: see ``Mount`` and ``HttpDoor(mounts=...)``
     /channels/whatsapp            the WhatsApp channel's webhook, when [whatsapp] is enabled (tarsd/channels): signed, no token
@@ -55,6 +64,8 @@ from tarsctl.protocol import (
     DecideToolCall,
     EndConversation,
     Error,
+    Inbox,
+    InboxReply,
     Index,
     IndexDone,
     ListConversations,
@@ -64,7 +75,14 @@ from tarsctl.protocol import (
     PendingRulesReply,
     Remember,
     Remembered,
+    Remind,
+    RoutineAction,
+    RoutineRan,
+    Routines,
+    RoutineSaved,
+    RoutinesReply,
     RuleDecided,
+    SaveRoutine,
     Search,
     SearchResults,
     Status,
@@ -173,6 +191,38 @@ class IndexBody(msgspec.Struct):
     stream: bool = False  # progress as server-sent events
 
 
+class RoutineChangeBody(msgspec.Struct, forbid_unknown_fields=True):
+    """A routine's fields; one left out (null) is not given: PATCH leaves it as it is, POST takes the
+    default ([routines] deliver, no tools, ...). Unknown fields are refused: a misspelt one would
+    otherwise be a change that silently changes nothing."""
+
+    schedule: str | None = None  # "30 7 * * *", "every 2h", "2026-11-27 15:00", in the user's time zone
+    prompt: str | None = None
+    deliver: list[str] | None = None  # inbox | telegram | whatsapp | note
+    tools: list[str] | None = None  # tools a run may use without asking (names as GET /tools shows them)
+    quiet: bool | None = None  # speak only when there is something to say
+    runs_per_day: int | None = None
+    tokens_per_run: int | None = None
+    grace_minutes: int | None = None
+    note: str | None = None  # the note target: a vault path, {date} for the day's date
+    heading: str | None = None
+
+
+class RoutineBody(RoutineChangeBody, kw_only=True):
+    name: str
+
+
+class RemindBody(msgspec.Struct, forbid_unknown_fields=True):
+    when: str  # HH:MM, an ISO date-time, or "in N s|min|h|d"
+    text: str
+    to: list[str] = []  # empty: [routines] deliver
+
+
+class InboxReadBody(msgspec.Struct, forbid_unknown_fields=True):
+    ids: list[int] = []  # these messages are read now
+    all: bool = False  # every message is read now
+
+
 # Each endpoint and the protocol request it runs (what it may do is the authority table's, asked by the
 # dispatcher: tarsctl/authority.py). tests/layout/test_authority.py checks this against the app's routes.
 ROUTES: dict[tuple[str, str], type[Message]] = {
@@ -188,6 +238,16 @@ ROUTES: dict[tuple[str, str], type[Message]] = {
     ("POST", "/rules/pending/{rule_id}"): DecideRule,
     ("POST", "/index"): Index,
     ("GET", "/status"): Status,
+    ("GET", "/routines"): Routines,
+    ("POST", "/routines"): SaveRoutine,
+    ("PATCH", "/routines/{name}"): SaveRoutine,
+    ("POST", "/routines/{name}/pause"): RoutineAction,
+    ("POST", "/routines/{name}/resume"): RoutineAction,
+    ("POST", "/routines/{name}/run"): RoutineAction,
+    ("DELETE", "/routines/{name}"): RoutineAction,
+    ("POST", "/remind"): Remind,
+    ("GET", "/inbox"): Inbox,
+    ("POST", "/inbox/read"): Inbox,
 }
 
 
@@ -384,6 +444,78 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
     async def status(files: bool = False) -> Response:
         return await answer(protocol_message(Status, files=files), StatusReply)
 
+    @app.get("/routines", tags=["routines"], summary="The routines and reminders, each with its next and last run")
+    async def routines(name: str = "", runs: int = 0) -> Response:
+        return await answer(protocol_message(Routines, name=name, runs=runs), RoutinesReply)
+
+    @app.post("/routines", tags=["routines"], summary="Add a routine: a prompt run on a schedule, its answer delivered")
+    async def add_routine(request: Request) -> Response:
+        body: RoutineBody = await read_body(request, RoutineBody)
+        if not body.name.strip():
+            raise HttpError(400, "bad_request", "the routine has no name", 'give it a short name, e.g. "morning-brief"')
+        return await answer(protocol_message(SaveRoutine, **msgspec.structs.asdict(body)), RoutineSaved)
+
+    @app.patch("/routines/{name}", tags=["routines"], summary="Change a routine: only the fields given change")
+    async def change_routine(name: str, request: Request) -> Response:
+        body: RoutineChangeBody = await read_body(request, RoutineChangeBody)
+        changes = {field: value for field, value in msgspec.structs.asdict(body).items() if value is not None}
+        if not changes:
+            fields = ", ".join(RoutineChangeBody.__struct_fields__)
+            raise HttpError(400, "bad_request", "nothing to change: the body gives no field", f"give one or more of: {fields}")
+        return await answer(protocol_message(SaveRoutine, name=name, edit=True, **changes), RoutineSaved)
+
+    def routine_action(action: str, expected: type) -> Callable[[str], Awaitable[Response]]:
+        async def act(name: str) -> Response:
+            return await answer(protocol_message(RoutineAction, name=name, action=action), expected)
+
+        return act
+
+    for action, summary in (("pause", "Pause a routine or a reminder: it does not run until resumed"), ("resume", "Resume a paused one")):
+        app.add_api_route(
+            f"/routines/{{name}}/{action}",
+            routine_action(action, RoutineSaved),
+            methods=["POST"],
+            name=f"{action}_routine",
+            tags=["routines"],
+            summary=summary,
+        )
+    app.add_api_route(
+        "/routines/{name}/run",
+        routine_action("run", RoutineRan),
+        methods=["POST"],
+        name="run_routine",
+        tags=["routines"],
+        summary="Run a routine now; the answer comes when the run ends, with what it said",
+    )
+    app.add_api_route(
+        "/routines/{name}",
+        routine_action("remove", RoutineSaved),
+        methods=["DELETE"],
+        name="remove_routine",
+        tags=["routines"],
+        summary="Remove a routine or a reminder from the routines file",
+    )
+
+    @app.post("/remind", tags=["routines"], summary="Set a reminder: a text sent to you at a time, no model run")
+    async def remind(request: Request) -> Response:
+        body: RemindBody = await read_body(request, RemindBody)
+        if not body.text.strip():
+            raise HttpError(400, "bad_request", "the reminder has no text", "say what to remind you of")
+        if not body.when.strip():
+            raise HttpError(400, "bad_request", "the reminder has no time", 'say when: "in 10 min", "18:30" or "2026-11-27 15:00"')
+        return await answer(protocol_message(Remind, when=body.when, text=body.text, to=body.to), RoutineSaved)
+
+    @app.get("/inbox", tags=["routines"], summary="What routines and reminders said, newest first, with each delivery's state")
+    async def inbox(unread: bool = False, limit: int = 20) -> Response:
+        return await answer(protocol_message(Inbox, unread=unread, limit=limit), InboxReply)
+
+    @app.post("/inbox/read", tags=["routines"], summary="Mark inbox messages read: some by id, or all")
+    async def inbox_read(request: Request) -> Response:
+        body: InboxReadBody = await read_body(request, InboxReadBody)
+        if not body.ids and not body.all:
+            raise HttpError(400, "bad_request", "no message to mark read", 'send {"ids": [...]} or {"all": true}')
+        return await answer(protocol_message(Inbox, mark_read=body.ids, mark_all_read=body.all), InboxReply)
+
     for mount in mounts:
         # The path itself too, not only what lies under it: MCP clients POST to /mcp, and a
         # redirect to /mcp/ would cost each call a round trip (or fail in a client that does not follow it).
@@ -396,11 +528,15 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
 def _describe(app: FastAPI) -> None:
     """OpenAPI from the wire types themselves: request bodies and replies as msgspec describes them."""
     bodies = {
-        "/chat": ChatBody,
-        "/chat/approvals/{approval_id}": ApprovalBody,
-        "/remember": RememberBody,
-        "/index": IndexBody,
-        "/rules/pending/{rule_id}": DecideBody,
+        ("/chat", "post"): ChatBody,
+        ("/chat/approvals/{approval_id}", "post"): ApprovalBody,
+        ("/remember", "post"): RememberBody,
+        ("/index", "post"): IndexBody,
+        ("/rules/pending/{rule_id}", "post"): DecideBody,
+        ("/routines", "post"): RoutineBody,
+        ("/routines/{name}", "patch"): RoutineChangeBody,
+        ("/remind", "post"): RemindBody,
+        ("/inbox/read", "post"): InboxReadBody,
     }
     replies = {
         ("/search", "get"): SearchResults,
@@ -415,6 +551,16 @@ def _describe(app: FastAPI) -> None:
         ("/rules/pending/{rule_id}", "post"): RuleDecided,
         ("/index", "post"): IndexDone,
         ("/status", "get"): StatusReply,
+        ("/routines", "get"): RoutinesReply,
+        ("/routines", "post"): RoutineSaved,
+        ("/routines/{name}", "patch"): RoutineSaved,
+        ("/routines/{name}/pause", "post"): RoutineSaved,
+        ("/routines/{name}/resume", "post"): RoutineSaved,
+        ("/routines/{name}/run", "post"): RoutineRan,
+        ("/routines/{name}", "delete"): RoutineSaved,
+        ("/remind", "post"): RoutineSaved,
+        ("/inbox", "get"): InboxReply,
+        ("/inbox/read", "post"): InboxReply,
     }
 
     def openapi() -> dict:
@@ -430,8 +576,9 @@ def _describe(app: FastAPI) -> None:
                 "200": {"description": reply.__name__, "content": {"application/json": {"schema": ref[reply]}}},
                 "default": {"description": "an error", "content": {"application/json": {"schema": ref[Error]}}},
             }
-            if path in bodies:
-                operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref[bodies[path]]}}}
+            if (path, method) in bodies:
+                body = ref[bodies[path, method]]
+                operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
         for streamed in ("/chat", "/index"):
             spec["paths"][streamed]["post"]["responses"]["200"]["content"]["text/event-stream"] = {
                 "schema": {"type": "string", "description": "server-sent events named after the message types"}

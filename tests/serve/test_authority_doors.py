@@ -19,11 +19,16 @@ from tarsctl.protocol import (
     DecideRule,
     DecideToolCall,
     EndConversation,
+    Inbox,
     Index,
     ListConversations,
     ListTools,
     PendingRules,
     Remember,
+    Remind,
+    RoutineAction,
+    Routines,
+    SaveRoutine,
     Search,
     Status,
 )
@@ -46,6 +51,17 @@ CALLS = [
     ("POST", "/rules/pending/1", {"approve": True}, DecideRule(rule_id=1, approve=True)),
     ("POST", "/index", {}, Index()),
     ("GET", "/status", None, Status()),
+    ("GET", "/routines", None, Routines()),
+    ("POST", "/routines", {"name": "brief", "schedule": "every 1h", "prompt": "hi"}, SaveRoutine(name="brief")),
+    ("PATCH", "/routines/brief", {"prompt": "hi"}, SaveRoutine(name="brief", edit=True, prompt="hi")),
+    ("POST", "/routines/brief/pause", None, RoutineAction(name="brief", action="pause")),
+    ("POST", "/routines/brief/resume", None, RoutineAction(name="brief", action="resume")),
+    ("POST", "/routines/brief/run", None, RoutineAction(name="brief", action="run")),
+    ("DELETE", "/routines/brief", None, RoutineAction(name="brief", action="remove")),
+    ("DELETE", "/routines/remind-1127-0900", None, RoutineAction(name="remind-1127-0900", action="remove")),
+    ("POST", "/remind", {"when": "in 1 h", "text": "hi"}, Remind(when="in 1 h", text="hi")),
+    ("GET", "/inbox", None, Inbox()),
+    ("POST", "/inbox/read", {"all": True}, Inbox(mark_all_read=True)),
 ]
 
 
@@ -57,9 +73,9 @@ def test_every_endpoint_answers_the_mcp_token_as_the_table_says(http_daemon, vau
     write(vault, "Sourdough.md", "# Sourdough\n\nFeed the starter at night.\n")
     write(vault, "Memory.md", "# Core\n- Name: Sam\n")
     web = http_daemon()
+    example = {"{approval_id}": "abc", "{conversation_id}": "web", "{rule_id}": "1", "{name}": "brief"}
     assert {(method, path.split("?")[0]) for method, path, _, _ in CALLS} >= {
-        (method, path.replace("{approval_id}", "abc").replace("{conversation_id}", "web").replace("{rule_id}", "1"))
-        for method, path in ROUTES
+        (method, "/".join(example.get(part, part) for part in path.split("/"))) for method, path in ROUTES
     }, "an endpoint is not tried here"
     # A proposal waits: the MCP client's own (it stands for what a prompt-injected AI tool would propose).
     with Client(web.daemon.socket, timeout=30, acts_as="mcp_client") as client:

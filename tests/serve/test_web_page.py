@@ -7,12 +7,10 @@ note text shown as text. Screenshots of both views at phone and desktop widths g
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -20,18 +18,11 @@ import pytest
 pytest.importorskip("playwright", reason="the playwright package is missing: bash scripts/test.sh installs the test extras")
 from playwright.sync_api import expect  # noqa: E402
 
-from harness.browser import DESKTOP, PHONE
-from harness.paths import REPO
+from harness.browser import DESKTOP, PHONE, shot
 from harness.vault_files import write
 
-SCREENSHOTS = Path(os.environ.get("TARS_SCREENSHOTS", REPO / ".artifacts" / "screenshots"))
 HOSTILE_TITLE = 'Hostile <img src=x onerror="window.__pwned = 1"> notes'
 HOSTILE_BODY = 'A clever <script>window.__pwned = 2</script> trick and <img src=x onerror="window.__pwned = 3"> too.'
-
-
-def shot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
 
 
 def test_search_and_chat_in_a_real_browser(http_daemon, vault, fake_ollama, browser):

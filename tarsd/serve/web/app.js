@@ -1,4 +1,5 @@
-// The tars web page: search with live results, and a chat that streams its replies.
+// The tars web page: search with live results, a chat that streams its replies, and the routines
+// and reminders with the inbox of what they said.
 // Plain browser JavaScript, no build step, no other site. Vault text (titles, snippets, answers,
 // tool results) is only ever put on the page as text nodes: never as HTML.
 "use strict";
@@ -8,6 +9,9 @@
   const CONVERSATION = "web"; // the web page's conversation, shared by every browser of this user
   const SEARCH_DELAY_MS = 200;
   const BANDS = ["relevant", "kinda", "maybe", "not"];
+  const VIEWS = ["search", "chat", "routines"];
+  const WIDE = "(min-width: 800px)"; // as app.css: the chat always shown, search or routines beside it
+  const REFRESH_MS = 60_000; // routines and the inbox change on their own: a reminder fires, a routine speaks
 
   const $ = (id) => document.getElementById(id);
   let token = "";
@@ -15,6 +19,9 @@
   let searchAbort = null;
   let searchTimer = 0;
   let chatAbort = null;
+  let refreshTimer = 0;
+  let dueTimer = 0; // a refresh just after the next routine or reminder is due, when that is sooner
+  let timeZone = ""; // the routines' time zone, as tarsd reports it; "" until known: the browser's
 
   class ApiError extends Error {
     constructor(body, status) {
@@ -58,6 +65,8 @@
   }
 
   function showLogin(message) {
+    clearInterval(refreshTimer); // nothing to refresh without a token (and the field keeps its focus)
+    clearTimeout(dueTimer);
     $("app").hidden = true;
     document.querySelector("header .tabs").hidden = true; // nothing to switch between until the page opens
     $("login").hidden = false;
@@ -104,13 +113,22 @@
 
   function show(view) {
     document.body.dataset.view = view;
-    $("tab-search").setAttribute("aria-pressed", String(view === "search"));
-    $("tab-chat").setAttribute("aria-pressed", String(view === "chat"));
-    (view === "search" ? $("q") : $("message")).focus();
+    // On a wide screen the chat is always there, and the left column shows search unless it shows routines.
+    const wide = window.matchMedia(WIDE).matches;
+    for (const name of VIEWS) {
+      const pressed = name === view || (wide && name === "search" && view === "chat");
+      $("tab-" + name).setAttribute("aria-pressed", String(pressed));
+    }
+    if (view === "search") $("q").focus();
+    else if (view === "chat") $("message").focus();
   }
 
   $("tab-search").addEventListener("click", () => show("search"));
   $("tab-chat").addEventListener("click", () => show("chat"));
+  $("tab-routines").addEventListener("click", () => {
+    show("routines");
+    refreshRoutines();
+  });
 
   // ---- search ----
 
@@ -309,7 +327,8 @@
       if (data.cancelled) answer.notes.append(el("div", "", "stopped"));
       if (data.session_log) answer.notes.append(el("div", "", "session log: " + data.session_log));
       for (const warning of data.warnings || []) answer.notes.append(el("div", "", warning));
-      loadPendingRules(); // the model may have proposed a rule in this answer
+      loadPendingRules(); // the model may have proposed a rule or a routine in this answer
+      refreshRoutines(); // or set a reminder
     } else if (name === "error") {
       answer.message.classList.add("failed");
       answer.notes.append(el("div", "error", describe(new ApiError(data, 0))));
@@ -448,7 +467,7 @@
       const waiting = await json(await api("/rules/pending"));
       const items = waiting.rules.map((proposal) => {
         const item = el("li", "pending-rule");
-        item.append(el("span", "pending-text", describeProposal(proposal)));
+        item.append(proposalText(proposal));
         for (const [label, approve] of [["Approve", true], ["Reject", false]]) {
           const button = el("button", "", label);
           button.type = "button";
@@ -462,6 +481,16 @@
     } catch (error) {
       if (error.status !== 401) $("pending-error").textContent = describe(error);
     }
+  }
+
+  // A routine is shown whole, as the TOML table approving writes into the routines file: its
+  // schedule, prompt, targets and the tools it may use without asking are all in it.
+  function proposalText(proposal) {
+    if (proposal.action !== "routine") return el("span", "pending-text", describeProposal(proposal));
+    const text = el("div", "pending-text pending-routine");
+    text.append(el("div", "pending-heading", "Add the routine"), el("pre", "pending-toml", proposal.rule));
+    if (proposal.path) text.append(el("div", "note", "to " + proposal.path));
+    return text;
   }
 
   // What approving would change: a rule, or a change to one of the user's memory lines.
@@ -487,7 +516,221 @@
       if (error.status !== 401) $("pending-error").textContent = describe(error);
     }
     loadPendingRules();
+    refreshRoutines(); // an approved routine is in the list now
   }
+
+  // ---- routines and reminders, and the inbox of what they said ----
+
+  // A time in the routines' time zone (the one their schedules are read in), else the browser's.
+  function when(seconds) {
+    if (!seconds) return "";
+    const options = { weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" };
+    const date = new Date(seconds * 1000);
+    try {
+      return date.toLocaleString(undefined, timeZone ? Object.assign({ timeZone }, options) : options);
+    } catch (_) {
+      return date.toLocaleString(undefined, options); // a zone this browser does not know
+    }
+  }
+
+  // What came of a routine's run (RunInfo.outcome), for people.
+  const RUN_OUTCOMES = {
+    running: "running now",
+    spoke: "spoke",
+    quiet: "had nothing to say",
+    reminded: "reminded you",
+    skipped: "skipped",
+    limited: "not run: over its limit",
+    failed: "failed",
+    interrupted: "interrupted",
+  };
+
+  function lastRunLine(run) {
+    const at = when(run.started_at || run.scheduled_at);
+    const late = run.late ? " (late)" : "";
+    const detail = run.detail ? ": " + run.detail : "";
+    return `last: ${RUN_OUTCOMES[run.outcome] || run.outcome}${at ? " " + at : ""}${late}${detail}`;
+  }
+
+  function actionButton(label, onClick) {
+    const button = el("button", "", label);
+    button.type = "button";
+    button.addEventListener("click", onClick);
+    return button;
+  }
+
+  function renderRoutine(info) {
+    const reminder = info.kind === "reminder";
+    const item = el("li", "routine" + (info.paused ? " paused" : ""));
+    item.dataset.name = info.name;
+    const head = el("div", "routine-head");
+    head.append(el("span", "routine-name", info.name), el("span", "routine-schedule", info.schedule));
+    const state = info.paused ? "paused" : info.next_run ? "next " + when(info.next_run) : "no next run";
+    head.append(el("span", "routine-state", state));
+    item.append(head, el("div", "routine-prompt", reminder ? info.text : info.prompt));
+    const meta = [];
+    if (info.last_run) meta.push(lastRunLine(info.last_run));
+    if (info.deliver && info.deliver.length) meta.push("to " + info.deliver.join(", "));
+    if (info.tools && info.tools.length) meta.push("may use without asking: " + info.tools.join(", "));
+    if (info.quiet) meta.push("speaks only when needed");
+    if (info.by === "model") meta.push("set by tars when you asked");
+    for (const line of meta) item.append(el("div", "routine-meta", line));
+
+    const actions = el("div", "routine-actions");
+    const act = (path, method) => routineAction(info.name, path, method, item);
+    actions.append(info.paused ? actionButton("Resume", () => act("/resume", "POST")) : actionButton("Pause", () => act("/pause", "POST")));
+    if (!reminder) actions.append(actionButton("Run now", () => runRoutine(info.name, item)));
+    actions.append(
+      actionButton("Remove", () => {
+        if (window.confirm(`Remove the ${reminder ? "reminder" : "routine"} “${info.name}”?`)) act("", "DELETE");
+      })
+    );
+    item.append(actions);
+    return item;
+  }
+
+  function setButtons(item, enabled) {
+    for (const button of item.querySelectorAll("button")) button.disabled = !enabled;
+  }
+
+  async function routineAction(name, path, method, item) {
+    $("routines-error").textContent = "";
+    setButtons(item, false);
+    try {
+      await json(await api("/routines/" + encodeURIComponent(name) + path, { method }));
+    } catch (error) {
+      if (error.status !== 401) $("routines-error").textContent = describe(error);
+    }
+    refreshRoutines();
+  }
+
+  // A run now: the answer comes when the run ends (a model's answer may take a while).
+  async function runRoutine(name, item) {
+    $("routines-error").textContent = "";
+    setButtons(item, false);
+    const status = el("div", "routine-meta", "running…");
+    item.append(status);
+    try {
+      const ran = await json(await api("/routines/" + encodeURIComponent(name) + "/run", { method: "POST" }));
+      status.textContent = lastRunLine(ran.run);
+    } catch (error) {
+      status.remove();
+      if (error.status !== 401) $("routines-error").textContent = describe(error);
+    }
+    refreshRoutines();
+  }
+
+  async function loadRoutines() {
+    try {
+      const reply = await json(await api("/routines"));
+      timeZone = reply.timezone || "";
+      const notes = [];
+      if (!reply.enabled) notes.push("Routines do not run on this machine ([routines] enabled = false).");
+      if (reply.problem) notes.push(reply.problem);
+      if (reply.skipped && reply.skipped.length) notes.push("Missed while tarsd was stopped: " + reply.skipped.join("; ") + ".");
+      if (!reply.routines.length) notes.push("No routines or reminders yet: set a reminder below, or ask tars in the chat.");
+      $("routines-note").textContent = notes.join(" ");
+      $("routine-list").replaceChildren(...reply.routines.map(renderRoutine));
+      if (reply.enabled) refreshWhenDue(reply.routines);
+    } catch (error) {
+      if (error.status !== 401) $("routines-note").textContent = describe(error);
+    }
+  }
+
+  function deliveryLine(delivery) {
+    if (delivery.state === "failed") return `${delivery.target}: not delivered: ${delivery.last_error || "gave up"}`;
+    const retry = delivery.next_attempt_at ? `, next try ${when(delivery.next_attempt_at)}` : "";
+    const error = delivery.last_error ? `: ${delivery.last_error}` : "";
+    return `${delivery.target}: not delivered yet (${plural(delivery.attempts, "attempt")}${retry})${error}`;
+  }
+
+  function renderInboxMessage(message) {
+    const item = el("li", "inbox-message" + (message.read ? "" : " unread"));
+    const meta = el("div", "inbox-meta");
+    meta.append(el("span", "inbox-source", message.source), document.createTextNode(" · " + when(message.created_at)));
+    item.append(meta);
+    if (message.title) item.append(el("div", "inbox-title", message.title));
+    item.append(el("div", "inbox-text", message.text));
+    for (const delivery of message.deliveries || []) {
+      if (delivery.state !== "sent") item.append(el("div", "inbox-delivery " + delivery.state, deliveryLine(delivery)));
+    }
+    return item;
+  }
+
+  function showUnread(unread) {
+    $("unread-badge").textContent = String(unread);
+    $("unread-badge").hidden = unread === 0;
+    $("inbox-count").textContent = unread ? `(${unread} unread)` : "";
+    $("mark-all-read").hidden = unread === 0;
+    document.title = unread ? `(${unread}) tars` : "tars";
+  }
+
+  async function loadInbox() {
+    try {
+      const reply = await json(await api("/inbox?limit=20"));
+      const newestFirst = [...reply.messages].sort((a, b) => b.created_at - a.created_at);
+      $("inbox-list").replaceChildren(...newestFirst.map(renderInboxMessage));
+      $("inbox-note").textContent = newestFirst.length ? "" : "Nothing yet: what routines and reminders say comes here.";
+      showUnread(reply.unread);
+    } catch (error) {
+      if (error.status !== 401) $("inbox-note").textContent = describe(error);
+    }
+  }
+
+  // What a reminder said should show without waiting for the minute's refresh: the page looks
+  // again a second after the soonest is due, and every second while one is overdue (tarsd may be
+  // running it), but not for one overdue by more than a minute (tarsd was stopped: it says so).
+  function refreshWhenDue(routines) {
+    clearTimeout(dueTimer);
+    const due = routines.filter((info) => !info.paused && info.next_run > 0).map((info) => info.next_run * 1000);
+    if (!due.length) return;
+    const wait = Math.min(...due) - Date.now();
+    if (wait < -REFRESH_MS || wait > REFRESH_MS) return;
+    dueTimer = setTimeout(refreshRoutines, Math.max(wait, 0) + 1000);
+  }
+
+  function refreshRoutines() {
+    loadRoutines();
+    loadInbox();
+  }
+
+  $("mark-all-read").addEventListener("click", async () => {
+    try {
+      const reply = await json(
+        await api("/inbox/read", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ all: true }) })
+      );
+      showUnread(reply.unread);
+    } catch (error) {
+      if (error.status !== 401) $("inbox-note").textContent = describe(error);
+    }
+    loadInbox();
+  });
+
+  $("remind-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const whenText = $("remind-when").value.trim();
+    const text = $("remind-text").value.trim();
+    if (!whenText || !text) return;
+    $("remind-send").disabled = true;
+    $("remind-note").textContent = "";
+    try {
+      const saved = await json(
+        await api("/remind", {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ when: whenText, text }),
+        })
+      );
+      $("remind-when").value = "";
+      $("remind-text").value = "";
+      const at = when(saved.routine.next_run);
+      $("remind-note").textContent = `Set${at ? " for " + at : ""} (${saved.routine.name}).`;
+    } catch (error) {
+      if (error.status !== 401) $("remind-note").textContent = describe(error);
+    }
+    $("remind-send").disabled = false;
+    refreshRoutines();
+  });
 
   // ---- start ----
 
@@ -515,6 +758,9 @@
       show(document.body.dataset.view || "search");
       loadConversation();
       loadPendingRules();
+      refreshRoutines();
+      clearInterval(refreshTimer); // start() runs again after a token is pasted: one timer
+      refreshTimer = setInterval(refreshRoutines, REFRESH_MS);
     } catch (error) {
       if (error.status !== 401) showLogin(describe(error));
     }
