@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 # Seconds before each retry of a failed delivery; after the last, the delivery is given up (the
 # message stays in the inbox). About a day in all: a phone off for a night still gets it.
-RETRY_SECONDS = (5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 3600.0, 7200.0, 7200.0, 14400.0, 14400.0, 28800.0, 28800.0)
+RETRY_SECONDS = (2.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 3600.0, 7200.0, 7200.0, 14400.0, 14400.0, 28800.0, 28800.0)
 CHANNEL_TARGETS = ("telegram", "whatsapp")
 
 

@@ -53,10 +53,11 @@ def test_a_reminder_lives_beside_the_routines_and_gets_a_free_name(book):
 
 def test_text_with_newlines_quotes_and_controls_round_trips_in_every_field(book):
     odd = 'line one\nline "two"\r\n\ttab \\ back\u00e9\u2028end'
-    added = book.add(brief(prompt=odd, note=odd, heading=odd, tools=(odd,)))
+    one_line = 'line "two" \\ back\u00e9 [x] # not a comment'  # the note and its heading are one line each
+    added = book.add(brief(prompt=odd, note=one_line, heading=one_line, tools=(odd,)))
     again = Book(book.path, BERLIN).get("morning-brief")
     assert again == added
-    assert (again.prompt, again.note, again.heading, again.tools) == (odd, odd, odd, (odd,))
+    assert (again.prompt, again.note, again.heading, again.tools) == (odd, one_line, one_line, (odd,))
 
 
 def test_a_hand_edit_made_since_the_last_load_is_kept(book):

@@ -1,7 +1,7 @@
 """The acceptance line on daylight saving, through the clock itself (not only the schedule): a daily
 07:30 routine in Europe/Berlin, driven by the real RoutineClock on a real asyncio loop with a real
 ledger and routines file, fires once a day at 07:30 local on both sides of each change. The wall
-clock is shifted (``now`` is injected) to a fifth of a second before each morning in turn, as a
+clock is shifted (``now`` is injected) to a tenth of a second before each morning in turn, as a
 machine waking there would see it; the clock's own timer then fires the run."""
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ def test_a_daily_0730_routine_in_berlin_fires_once_at_0730_local_on_both_sides_o
         clock = RoutineClock(book, ledger, BERLIN, fire, timedelta(hours=24), timedelta(minutes=30), now=wall)
         await clock.start()
         for number, morning in enumerate(mornings):
-            wall.set(morning - timedelta(seconds=0.2))
+            wall.set(morning - timedelta(seconds=0.1))
             clock.check()  # the wall clock jumped (a night's sleep): the clock re-arms for this morning
             assert clock.next_run("brief") == morning, (morning, clock.next_run("brief"))
             deadline = time.monotonic() + 10
             while len(fired) <= number:
                 assert time.monotonic() < deadline, f"no run at {morning}"
                 await asyncio.sleep(0.02)
-            await asyncio.sleep(0.3)  # nothing more fires this morning
+            await asyncio.sleep(0.15)  # nothing more fires this morning
             assert len(fired) == number + 1, fired
         await clock.stop()
 

@@ -127,7 +127,7 @@ def test_a_routine_every_few_seconds_delivers_to_telegram_and_is_logged_in_sessi
     start = time.time()
     saved = call(
         daemon,
-        SaveRoutine(id=1, name="pulse", schedule="every 2s", prompt="Say: the pulse is steady", deliver=["telegram"]),
+        SaveRoutine(id=1, name="pulse", schedule="every 1s", prompt="Say: the pulse is steady", deliver=["telegram"]),
         RoutineSaved,
     )
     assert saved.status == "added" and saved.routine.next_run > start
@@ -144,7 +144,7 @@ def test_a_routine_every_few_seconds_delivers_to_telegram_and_is_logged_in_sessi
     mine = [m for m in inbox(daemon) if m.source == "routine:pulse"]
     assert len(mine) >= 2 and all(d.target == "telegram" and d.state == "sent" for m in mine for d in m.deliveries)
     runs_then = len(listed(daemon, "pulse", runs=50).runs)
-    time.sleep(2.5)
+    time.sleep(1.5)
     assert len(listed(daemon, "pulse", runs=50).runs) == runs_then  # paused: no more runs
 
 
@@ -152,7 +152,7 @@ def test_speak_only_when_needed_sends_nothing_when_the_model_says_nothing_is_nee
     daemon, _ollama, telegram, _ = world
     start = time.time()
     prompt = "Say: NOTHING_TO_SAY"
-    call(daemon, SaveRoutine(id=1, name="watch", schedule="every 2s", prompt=prompt, deliver=["telegram"], quiet=True), RoutineSaved)
+    call(daemon, SaveRoutine(id=1, name="watch", schedule="every 1s", prompt=prompt, deliver=["telegram"], quiet=True), RoutineSaved)
     wait_for(lambda: (r := listed(daemon, "watch").last_run) is not None and r.outcome == "quiet", "a quiet run")
     call(daemon, RoutineAction(id=1, name="watch", action="pause"), RoutineSaved)
     assert not [t for t in telegram.texts(ME, start) if "NOTHING" in t]
@@ -175,7 +175,7 @@ def test_a_model_proposed_routine_does_nothing_until_approved(world):
     assert waiting.path.endswith("routines.toml")
     assert "proposed" not in {r.name for r in call(daemon, Routines(id=1), RoutinesReply).routines}
     start = time.time()
-    time.sleep(2.5)
+    time.sleep(1.5)  # a second and a half of a routine due every second
     assert not [t for t in telegram.texts(ME, start) if "proposed and approved" in t]  # nothing ran
     decided = call(daemon, DecideRule(id=1, rule_id=waiting.id, approve=True, rule=waiting.rule), RuleDecided)
     assert decided.approved and decided.action == "routine"
@@ -251,7 +251,7 @@ def test_a_reminder_across_a_restart_arrives_once(tmp_path):
             say_hello(telegram)
             start = time.time()
             call(daemon, Remind(id=1, when="in 3 s", text="missed while stopped", to=["telegram"]), RoutineSaved)
-            call(daemon, Remind(id=1, when="in 12 s", text="due after the restart", to=["telegram"]), RoutineSaved)
+            call(daemon, Remind(id=1, when="in 8 s", text="due after the restart", to=["telegram"]), RoutineSaved)
             daemon.stop()
             time.sleep(max(0.0, start + 4 - time.time()))  # the first one's time passes while tarsd is stopped
             daemon.start()
@@ -384,7 +384,7 @@ def test_a_machine_with_routines_off_runs_none_and_refuses_a_reminder(tmp_path):
             with daemon.client() as client, pytest.raises(RemoteError) as refused:
                 client.call(Remind(id=1, when="in 1 min", text="x"))
             assert refused.value.error.code == "unavailable" and "enabled = false" in refused.value.error.message
-            time.sleep(2.5)
+            time.sleep(1.5)
             assert listed(daemon, "pulse", runs=10).runs == [] and not ollama.bodies("/api/chat")
             assert "enabled = false" in daemon.status().routines.problem
         finally:
