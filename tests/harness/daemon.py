@@ -100,12 +100,17 @@ class TarsDaemon:
         with open(self.log, "ab") as log:  # the child has its own copy of the file
             self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         if wait:
-            wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")
-            assert self.process.poll() is None, f"tarsd exited early:\n{self.log.read_text()}"
-            if scanned:
-                # tarsd answers before its first scan ends, and a search then may miss notes the test
-                # wrote before starting it (a flake under load): tests that want that window say so.
-                self.wait_scanned()
+            try:
+                wait_for(lambda: self.ping() or self._died(), "tarsd to answer on its socket")
+                assert self.process.poll() is None, f"tarsd exited early:\n{self.log.read_text()}"
+                if scanned:
+                    # tarsd answers before its first scan ends, and a search then may miss notes the test
+                    # wrote before starting it (a flake under load): tests that want that window say so.
+                    self.wait_scanned()
+            except BaseException:
+                # The caller never gets the daemon to stop: one that does not come up is not left running.
+                self.kill()
+                raise
         return self
 
     def wait_scanned(self, what: str = "the start-up scan", deadline: float = DEADLINE_SECONDS) -> None:
