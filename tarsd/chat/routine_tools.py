@@ -15,10 +15,9 @@ import tomli_w
 
 from tarsctl.authority import Principal, Right, may
 from tarsd.memory.pending_rules import ROUTINE, PendingRules
-from tarsd.routines.book import Book, Routine
+from tarsd.routines.book import CHANNEL_TARGETS, Book, Routine
 from tarsd.routines.schedule import parse_schedule, parse_when
 
-CHANNEL_TARGETS = ("telegram", "whatsapp")
 # Reminders the model set that wait at once: a model told by a note to remind the user of something
 # again and again is stopped here (the user's own reminders have no such limit).
 MAX_MODEL_REMINDERS = 20

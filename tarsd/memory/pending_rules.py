@@ -30,11 +30,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tarsd.memory.facts import key
 from tarsd.memory.text import UnsafeMemoryText
+from tarsd.store.connection import writing_first
 from tarsd.store.database import Store
 
 RULE, REPLACE, REMOVE = "rule", "replace", "remove"
@@ -83,20 +83,9 @@ class PendingRules:
         self.conn = store.writer_connection()
         self.lock = threading.Lock()
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One transaction that takes the write lock before it reads (BEGIN IMMEDIATE), waiting the
-        connection's busy timeout for it. A deferred one that reads first pins a snapshot, and when
-        the indexer commits before its write, SQLite refuses the write at once (SQLITE_BUSY_SNAPSHOT,
-        "database is locked") without waiting: a proposal or a decision right after a start failed so."""
-        with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """A transaction that takes the write lock first (tarsd/store/connection.py writing_first)."""
+        return writing_first(self.conn, self.lock)
 
     def propose(
         self, rule: str, conversation: str = "", action: str = RULE, kind: str = "procedural", target: str = ""

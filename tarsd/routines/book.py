@@ -50,6 +50,7 @@ ROUTINES_FILE_NAME = "routines.toml"
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 NAME_HINT = "a name is 1 to 64 lower-case letters, digits, '-' and '_', starting with a letter or digit: morning-brief"
 TARGETS: tuple[str, ...] = get_args(DeliveryTarget)
+CHANNEL_TARGETS = ("telegram", "whatsapp")  # the targets that are messengers: a message there reaches the user's phone
 AUTHORS = ("user", "model")
 ROUTINE_TABLE, REMINDER_TABLE = "routine", "reminder"
 _NOT_CHANGED = ("name", "created")
@@ -85,6 +86,10 @@ class Routine:
     @property
     def is_reminder(self) -> bool:
         return self.text != ""
+
+    def targets(self, default: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+        """Where its messages go: its own targets, else ``default`` ([routines] deliver)."""
+        return self.deliver or tuple(default)
 
 
 def routines_path(routines_file: str, config_file: Path) -> Path:

@@ -94,14 +94,11 @@ class RoutineClock:
         taken = self.ledger.last_scheduled_all()
         self._due = {}
         for routine in routines:
-            if routine.paused:
+            series = self._series(routine, taken)
+            if series is None:
                 continue
-            schedule = self._schedule(routine)
-            if schedule is None:
-                continue
-            anchor = datetime.fromtimestamp(routine.created, UTC)
-            base = max(taken.get(routine.name, routine.created), routine.created)
-            upcoming = schedule.next_after(datetime.fromtimestamp(base, UTC), anchor)
+            schedule, since, anchor = series
+            upcoming = schedule.next_after(since, anchor)
             if upcoming is not None:
                 self._due[routine.name] = upcoming.timestamp()
         self._arm()
@@ -137,6 +134,18 @@ class RoutineClock:
         self._running.clear()
 
     # Inside
+
+    def _series(self, routine: Routine, taken: dict[str, float]) -> tuple[Schedule, datetime, datetime] | None:
+        """(its schedule, the time its next occurrence comes after, the anchor of an `every` series);
+        None for a routine that never comes due (paused, or a schedule that cannot be read). ``taken``:
+        the latest occurrence taken of each routine (Ledger.last_scheduled_all)."""
+        if routine.paused:
+            return None
+        schedule = self._schedule(routine)
+        if schedule is None:
+            return None
+        since = max(taken.get(routine.name, routine.created), routine.created)
+        return schedule, datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(routine.created, UTC)
 
     def _schedule(self, routine: Routine) -> Schedule | None:
         schedule = self._schedules.get(routine.schedule)
@@ -183,14 +192,11 @@ class RoutineClock:
         taken = self.ledger.last_scheduled_all()
         lines: list[str] = []
         for routine in routines:
-            if routine.paused:
+            series = self._series(routine, taken)
+            if series is None:
                 continue
-            schedule = self._schedule(routine)
-            if schedule is None:
-                continue
-            anchor = datetime.fromtimestamp(routine.created, UTC)
-            base = max(taken.get(routine.name, routine.created), routine.created)
-            latest = schedule.latest_between(datetime.fromtimestamp(base, UTC), now_at, anchor)
+            schedule, since, anchor = series
+            latest = schedule.latest_between(since, now_at, anchor)
             if latest is None:
                 continue
             occurrence = latest.timestamp()

@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tarsd.store.connection import writing_first
 from tarsd.store.database import Store
 
 RUNNING, DONE = "running", "done"
@@ -81,17 +81,9 @@ class Ledger:
         self.conn = store.writer_connection()
         self.lock = threading.Lock()
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE: the write lock is taken before the first read (see PendingRules._writing)."""
-        with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """A transaction that takes the write lock first (tarsd/store/connection.py writing_first)."""
+        return writing_first(self.conn, self.lock)
 
     def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self.lock:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from tarsd.config.settings import RoutinesConfig
+from tarsd.routines.book import CHANNEL_TARGETS
 from tarsd.routines.ledger import DeliveryState, InboxItem, Ledger
 from tarsd.speaking.vault_note import NoteTargetError, append_to_note, entry, note_path
 
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 # Seconds before each retry of a failed delivery; after the last, the delivery is given up (the
 # message stays in the inbox). About a day in all: a phone off for a night still gets it.
 RETRY_SECONDS = (2.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 3600.0, 7200.0, 7200.0, 14400.0, 14400.0, 28800.0, 28800.0)
-CHANNEL_TARGETS = ("telegram", "whatsapp")
 
 
 class DeliveryFailed(Exception):

@@ -22,11 +22,11 @@ from zoneinfo import ZoneInfo
 from tarsctl.authority import Principal
 from tarsctl.protocol import Chat, ChatDone, Error, Message, ToolActivity
 from tarsd.config.settings import RoutinesConfig
-from tarsd.routines.book import Book, Routine
+from tarsd.routines.book import CHANNEL_TARGETS, Book, Routine
 from tarsd.routines.ledger import Ledger, Run
 from tarsd.routines.schedule import ScheduleError, parse_schedule
 from tarsd.serve.handlers.common import Peer
-from tarsd.speaking.deliveries import CHANNEL_TARGETS, Deliveries
+from tarsd.speaking.deliveries import Deliveries
 
 if TYPE_CHECKING:  # the channels are loaded only when one is enabled
     from tarsd.channels.relay import Relay
@@ -84,7 +84,7 @@ class RoutineRunner:
             self._stopping.set_result(None)
 
     def targets(self, routine: Routine) -> list[str]:
-        return list(routine.deliver or self.config.deliver)
+        return list(routine.targets(self.config.deliver))
 
     # ---- the clock's callback ----
 
@@ -217,12 +217,8 @@ class RoutineRunner:
         """``tarsctl routines run NAME``: one run now, outside its schedule (still counted, limited and recorded)."""
         now = datetime.now(self.tz)
         run = await asyncio.to_thread(self.ledger.claim, routine.name, now.timestamp(), False)
-        if run is None:  # claimed this very second already
-            await asyncio.sleep(1.0)
-            now = datetime.now(self.tz) + timedelta(microseconds=1)
-            run = await asyncio.to_thread(self.ledger.claim, routine.name, now.timestamp(), False)
-            if run is None:
-                raise ValueError(f"{routine.name} is running already")
+        if run is None:  # an occurrence is its time to the microsecond: taken already only by a run started with it
+            raise ValueError(f"{routine.name} was started at this very moment already")
         finished = await self._fire(routine, now, False, run)
         text = ""
         if finished.message_id is not None:

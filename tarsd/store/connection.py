@@ -52,6 +52,23 @@ PHRASE_IN_ROW = 1
 PHRASE_IN_TITLE = 2
 
 
+@contextmanager
+def writing_first(conn: apsw.Connection, lock: threading.Lock) -> Iterator[None]:
+    """One transaction on ``conn`` (a writer connection of its own) that takes the write lock before
+    it reads (BEGIN IMMEDIATE), waiting the connection's busy timeout for it. A deferred one that
+    reads first pins a snapshot, and when the indexer commits before its write, SQLite refuses the
+    write at once (SQLITE_BUSY_SNAPSHOT, "database is locked") without waiting: a proposal or a
+    decision right after a start failed so. Rolled back on any exception."""
+    with lock:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+
 def matched_phrases(api: apsw.FTS5ExtensionApi, *_args: object) -> bytes:
     """FTS5 auxiliary function, given to every read connection as tars_phrases: for each of the
     query's phrases in order, whether this row holds it (PHRASE_IN_ROW) and whether its title

@@ -27,20 +27,20 @@ from tarsctl.protocol import (
     RunInfo,
     SaveRoutine,
 )
-from tarsd.routines.book import Routine
+from tarsd.routines.book import CHANNEL_TARGETS, TARGETS, Routine
 from tarsd.routines.ledger import InboxItem
 from tarsd.routines.schedule import parse_when
 from tarsd.serve.handlers.common import Peer, RequestError
 from tarsd.serve.parts import DaemonParts
 from tarsd.serve.status import run_info
 
-TARGETS = ("inbox", "telegram", "whatsapp", "note")
 REMINDER_PREFIX = "remind-"  # reminders' names: removing one needs only the right to set one (tarsctl/authority.py)
 
 
 def routine_info(daemon: DaemonParts, routine: Routine, runs: int = 0) -> RoutineInfo:
     settings = daemon.config.routines
     ledger = daemon.ledger
+    targets = routine.targets(settings.deliver)
     next_run = daemon.clock.next_run(routine.name) if daemon.clock is not None else None
     day_start = datetime.now(daemon.routine_tz).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
     return RoutineInfo(
@@ -49,7 +49,7 @@ def routine_info(daemon: DaemonParts, routine: Routine, runs: int = 0) -> Routin
         schedule=routine.schedule,
         prompt=routine.prompt,
         text=routine.text,
-        deliver=list(routine.deliver or settings.deliver),
+        deliver=list(targets),
         tools=list(routine.tools),
         quiet=routine.quiet,
         paused=routine.paused,
@@ -61,8 +61,8 @@ def routine_info(daemon: DaemonParts, routine: Routine, runs: int = 0) -> Routin
         runs_per_day=routine.runs_per_day if routine.runs_per_day is not None else settings.runs_per_day,
         tokens_per_run=routine.tokens_per_run if routine.tokens_per_run is not None else settings.tokens_per_run,
         grace_minutes=routine.grace_minutes if routine.grace_minutes is not None else _grace_minutes(daemon, routine),
-        note=routine.note or (settings.note if "note" in (routine.deliver or settings.deliver) else ""),
-        heading=routine.heading or (settings.heading if "note" in (routine.deliver or settings.deliver) else ""),
+        note=routine.note or (settings.note if "note" in targets else ""),
+        heading=routine.heading or (settings.heading if "note" in targets else ""),
         undo=f"tarsctl routines rm {routine.name}",
     )
 
@@ -77,13 +77,26 @@ def _check_targets(daemon: DaemonParts, targets: list[str]) -> None:
     for target in targets:
         if target not in TARGETS:
             raise RequestError("bad_request", f"no such delivery target {target!r}", f"use one or more of {', '.join(TARGETS)}")
-        section = getattr(daemon.config, target, None) if target in ("telegram", "whatsapp") else None
+        section = getattr(daemon.config, target) if target in CHANNEL_TARGETS else None
         if section is not None and not section.enabled:
             raise RequestError(
                 "bad_request",
                 f"{target} is not enabled in this tarsd, so nothing can be delivered there",
                 f"set [{target}] enabled = true (docs/{target}.md), or deliver to inbox or note",
             )
+
+
+async def _saved(daemon: DaemonParts, request_id: int, routine: Routine, status: str) -> RoutineSaved:
+    """The reply to a change of the routines file, once the clock has re-armed for it (so next_run is the new one)."""
+    if daemon.clock is not None:
+        daemon.clock.rearm()
+    return RoutineSaved(
+        id=request_id,
+        routine=await asyncio.to_thread(routine_info, daemon, routine),
+        status=status,
+        file=str(daemon.routine_book.path),
+        timezone=str(daemon.routine_tz),
+    )
 
 
 def _find(daemon: DaemonParts, name: str) -> Routine:
@@ -154,15 +167,7 @@ async def save_routine(daemon: DaemonParts, request: SaveRoutine, _peer: Peer) -
             raise RequestError("bad_request", "a routine needs a schedule", 'e.g. "30 7 * * *" (cron), "every 2h", or "2026-11-27 15:00"')
         saved = await asyncio.to_thread(book.add, Routine(name=request.name, created=time.time(), by="user", **given))
         status = "added"
-    if daemon.clock is not None:
-        daemon.clock.rearm()
-    yield RoutineSaved(
-        id=request.id,
-        routine=await asyncio.to_thread(routine_info, daemon, saved),
-        status=status,
-        file=str(book.path),
-        timezone=str(daemon.routine_tz),
-    )
+    yield await _saved(daemon, request.id, saved, status)
 
 
 async def routine_action(daemon: DaemonParts, request: RoutineAction, peer: Peer) -> AsyncIterator[Message]:
@@ -192,15 +197,7 @@ async def routine_action(daemon: DaemonParts, request: RoutineAction, peer: Peer
         status = "removed"
     else:
         raise RequestError("bad_request", f"no such action {request.action!r}", "use pause, resume, remove or run")
-    if daemon.clock is not None:
-        daemon.clock.rearm()
-    yield RoutineSaved(
-        id=request.id,
-        routine=await asyncio.to_thread(routine_info, daemon, saved),
-        status=status,
-        file=str(book.path),
-        timezone=str(daemon.routine_tz),
-    )
+    yield await _saved(daemon, request.id, saved, status)
 
 
 async def remind(daemon: DaemonParts, request: Remind, peer: Peer) -> AsyncIterator[Message]:
@@ -217,15 +214,7 @@ async def remind(daemon: DaemonParts, request: Remind, peer: Peer) -> AsyncItera
     targets = list(request.to)
     _check_targets(daemon, targets or list(daemon.config.routines.deliver))
     saved = await asyncio.to_thread(set_reminder, daemon, when, text, targets, "user")
-    if daemon.clock is not None:
-        daemon.clock.rearm()
-    yield RoutineSaved(
-        id=request.id,
-        routine=await asyncio.to_thread(routine_info, daemon, saved),
-        status="added",
-        file=str(daemon.routine_book.path),
-        timezone=str(daemon.routine_tz),
-    )
+    yield await _saved(daemon, request.id, saved, "added")
 
 
 def set_reminder(daemon: DaemonParts, when: datetime, text: str, targets: list[str], by: str) -> Routine:
