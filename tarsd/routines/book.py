@@ -36,7 +36,7 @@ import threading
 import time
 import tomllib
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import get_args
 from zoneinfo import ZoneInfo
@@ -86,6 +86,12 @@ class Routine:
     @property
     def is_reminder(self) -> bool:
         return self.text != ""
+
+    def grace(self, reminder_default: timedelta, routine_default: timedelta) -> timedelta:
+        """How late a missed occurrence may still run: its own grace_minutes, else the default for its kind."""
+        if self.grace_minutes is not None:
+            return timedelta(minutes=self.grace_minutes)
+        return reminder_default if self.is_reminder else routine_default
 
     def targets(self, default: list[str] | tuple[str, ...]) -> tuple[str, ...]:
         """Where its messages go: its own targets, else ``default`` ([routines] deliver)."""

@@ -201,7 +201,7 @@ class RoutineClock:
                 continue
             occurrence = latest.timestamp()
             missed_by = now - occurrence
-            grace = self._grace(routine)
+            grace = routine.grace(self.reminder_grace, self.routine_grace)
             running = self._running.get(routine.name)
             if running is not None and not running.done():
                 self.ledger.skipped(routine.name, occurrence, STILL_GOING)
@@ -219,13 +219,6 @@ class RoutineClock:
         for line in lines:
             log.info("routines: %s", line)
         return lines
-
-    def _grace(self, routine: Routine) -> timedelta:
-        if routine.is_reminder:
-            return self.reminder_grace
-        if routine.grace_minutes is not None:
-            return timedelta(minutes=routine.grace_minutes)
-        return self.routine_grace
 
     def _shown(self, when: datetime) -> str:
         local = when.astimezone(self.tz)

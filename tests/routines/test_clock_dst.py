@@ -74,3 +74,37 @@ def test_a_daily_0730_routine_in_berlin_fires_once_at_0730_local_on_both_sides_o
     # Each jump over a day or more (the first night, the months between the changes): its latest missed
     # morning is recorded skipped (past its grace), once; the mornings woken just before all ran.
     assert outcomes.count("spoke") == 10 and outcomes.count("skipped") == 2
+
+
+def test_a_reminders_own_grace_is_the_one_the_clock_keeps(tmp_path):
+    """A reminder with grace_minutes set is skipped past it, as `tarsctl routines` says its grace is
+    (the clock once kept the reminders' default of a day for every reminder)."""
+    store = Store(tmp_path / "index.sqlite3")
+    book = Book(tmp_path / "routines.toml", BERLIN)
+    ledger = Ledger(store)
+    wall, fired = Wall(), []
+    due = datetime(2026, 11, 27, 15, 0, tzinfo=BERLIN)
+    wall.set(due - timedelta(hours=1))
+    book.add(Routine(name="strict", schedule="2026-11-27 15:00", created=wall(), text="in the hour or not at all", grace_minutes=60))
+    book.add(Routine(name="lenient", schedule="2026-11-27 15:00", created=wall(), text="any time today"))
+
+    async def fire(routine: Routine, when: datetime, late: bool) -> None:
+        fired.append((routine.name, late))
+        ledger.finish(ledger.run_for(routine.name, when.timestamp()).id, "reminded")
+
+    async def main() -> list[str]:
+        wall.set(due + timedelta(hours=2))  # tarsd was stopped over the time
+        clock = RoutineClock(book, ledger, BERLIN, fire, timedelta(hours=24), timedelta(minutes=30), now=wall)
+        lines = await clock.start()
+        await asyncio.sleep(0.2)
+        await clock.stop()
+        return lines
+
+    try:
+        lines = asyncio.run(main())
+        outcomes = {run.routine: run.outcome for run in ledger.runs("", 10)}
+    finally:
+        store.close()
+    assert fired == [("lenient", True)]
+    assert outcomes == {"strict": "skipped", "lenient": "reminded"}
+    assert [line for line in lines if line.startswith("strict:") and "grace 60 min" in line]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tarsctl.authority import Right, may
 from tarsctl.protocol import (
@@ -41,6 +41,7 @@ def routine_info(daemon: DaemonParts, routine: Routine, runs: int = 0) -> Routin
     settings = daemon.config.routines
     ledger = daemon.ledger
     targets = routine.targets(settings.deliver)
+    grace = routine.grace(timedelta(hours=settings.reminder_grace_hours), timedelta(minutes=settings.grace_minutes))
     next_run = daemon.clock.next_run(routine.name) if daemon.clock is not None else None
     day_start = datetime.now(daemon.routine_tz).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
     return RoutineInfo(
@@ -60,16 +61,11 @@ def routine_info(daemon: DaemonParts, routine: Routine, runs: int = 0) -> Routin
         runs_today=ledger.runs_since(routine.name, day_start),
         runs_per_day=routine.runs_per_day if routine.runs_per_day is not None else settings.runs_per_day,
         tokens_per_run=routine.tokens_per_run if routine.tokens_per_run is not None else settings.tokens_per_run,
-        grace_minutes=routine.grace_minutes if routine.grace_minutes is not None else _grace_minutes(daemon, routine),
+        grace_minutes=round(grace.total_seconds() / 60),
         note=routine.note or (settings.note if "note" in targets else ""),
         heading=routine.heading or (settings.heading if "note" in targets else ""),
         undo=f"tarsctl routines rm {routine.name}",
     )
-
-
-def _grace_minutes(daemon: DaemonParts, routine: Routine) -> int:
-    settings = daemon.config.routines
-    return settings.reminder_grace_hours * 60 if routine.is_reminder else settings.grace_minutes
 
 
 def _check_targets(daemon: DaemonParts, targets: list[str]) -> None:
