@@ -45,6 +45,7 @@ from tarsctl.protocol import (
     Message,
     PendingRules,
     Ping,
+    PreviewSchedule,
     ReadNote,
     Related,
     Remember,
@@ -183,6 +184,7 @@ NEEDS: dict[type[Message], Callable[[Message], frozenset[Right]]] = {
     RoutineAction: _routine_action,
     Remind: _always(Right.REMIND),
     Inbox: _inbox,
+    PreviewSchedule: _always(Right.READ),  # reads a schedule and says when it would run: saves nothing
 }
 
 _WHO = {
