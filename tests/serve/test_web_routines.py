@@ -24,9 +24,10 @@ pytest.importorskip("playwright", reason="the playwright package is missing: bas
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 from harness.browser import DESKTOP, PHONE, TIMEOUT_MS, launch, placeholders_cut, shot  # noqa: E402
-from harness.daemon import TarsDaemon  # noqa: E402
+from harness.daemon import TarsDaemon, wait_for  # noqa: E402
 from harness.fake_llm import FakeOllama  # noqa: E402
 from harness.paths import MODEL_DIR  # noqa: E402
+from harness.tool_servers import stdio_server, toml_config  # noqa: E402
 from harness.web import Web  # noqa: E402
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -62,7 +63,9 @@ def web():
     root = Path(tempfile.mkdtemp(prefix="tars-web-routines-"))
     (root / "vault").mkdir()
     (root / "state").mkdir()
-    (root / "state" / "config.toml").write_text(f'[routines]\ntimezone = "{ZONE}"\n')
+    # Another server's tools, for a routine to be allowed some of them on the page.
+    tools = toml_config({"tasks": stdio_server("tasks", root / "journal.jsonl")})
+    (root / "state" / "config.toml").write_text(tools + f'\n[routines]\ntimezone = "{ZONE}"\n')
     with FakeOllama() as ollama:
         ollama.script = [model] * 10_000
         env = {
@@ -74,6 +77,7 @@ def web():
         }
         daemon = TarsDaemon(root / "vault", root / "state", MODEL_DIR, "none", env).start()
         try:
+            wait_for(lambda: daemon.status().tool_servers[0].state == "ready", "the MCP server to be ready")
             yield Web(daemon)
         finally:
             daemon.stop()
@@ -331,6 +335,7 @@ def test_a_routine_is_added_and_changed_on_the_page_its_schedule_checked_as_it_i
     field, shown = page.locator("#routine-schedule").bounding_box(), error.bounding_box()
     assert 0 <= shown["y"] - (field["y"] + field["height"]) < 80, (field, shown)  # next to the field, not at the end of the form
     page.fill("#routine-prompt", "What went well today?")
+    form.evaluate("node => node.scrollIntoView({block: 'start'})")
     shot(page, "desktop-routine-form-error")
     # Saving with it is refused on the page, the cursor put in the field.
     page.click("#routine-save")
@@ -342,7 +347,9 @@ def test_a_routine_is_added_and_changed_on_the_page_its_schedule_checked_as_it_i
     expect(runs).to_have_count(3)
     expect(error).to_have_text("")
     page.locator("#routine-deliver label", has_text="inbox").locator("input").check()
+    page.locator("#routine-tools label", has_text="tasks_find_tasks").locator("input").check()
     page.check("#routine-quiet")
+    form.evaluate("node => node.scrollIntoView({block: 'start'})")
     shot(page, "desktop-routine-form-preview")
     page.click("#routine-save")
     expect(form).to_be_hidden()
@@ -359,6 +366,8 @@ def test_a_routine_is_added_and_changed_on_the_page_its_schedule_checked_as_it_i
         ["inbox"],
         True,
     )
+    assert saved["tools"] == ["tasks_find_tasks"]
+    expect(added).to_contain_text("may use without asking: tasks_find_tasks")
 
     # tarsd's own refusal (the name is taken), beside the button that was pressed, as text.
     page.click("#routine-new")
@@ -393,6 +402,7 @@ def test_a_routine_is_added_and_changed_on_the_page_its_schedule_checked_as_it_i
         ["inbox"],
         False,
     )
+    assert changed["tools"] == ["tasks_find_tasks"]  # not sent, so kept
     assert page.locator("#routines img").count() == 0 and page.dialogs == []
 
 

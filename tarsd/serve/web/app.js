@@ -359,6 +359,7 @@ async function send() {
     setBusy(false);
     answer.message.classList.remove("streaming");
     if (answer.raw) render(answer, answer.raw); // all of it, as far as it came
+    scrollDown();
   }
 }
 
@@ -436,6 +437,7 @@ async function loadConversation() {
       summary.message.firstChild.textContent = "tars's summary of the earlier messages";
     }
     history.messages.forEach(showEarlier);
+    scrollDown(); // rendered whole: the last message in view
   } catch (_) {
     // the earlier messages are a help: the chat works without them
   }
