@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import tempfile
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -491,3 +492,69 @@ def test_a_message_whose_answer_failed_still_says_so_after_a_reload(web, open_pa
     answered = page.locator(".message-user", has_text="Say: fine now")
     expect(answered).not_to_have_class(re.compile(r"\bunanswered\b"))
     assert answered.evaluate("node => node.nextElementSibling.querySelector('.body').textContent") == "fine now"
+
+
+def test_the_schedule_preview_says_whether_a_schedule_can_be_used_and_its_next_runs(web):
+    """GET /schedule/preview (preview_schedule), which the form asks as the user types: read by the
+    routines' own check, nothing saved, never an internal error whatever is typed."""
+    created = add(web, name="every-seven", schedule="every 7h", prompt="Say: seven")
+    listed = lambda http: [(r["name"], r["schedule"]) for r in http.get("/routines").json()["routines"]]  # noqa: E731
+    with web.client() as http:
+        before = listed(http)
+
+        def preview(schedule: str, **params) -> dict:
+            answer = http.get("/schedule/preview", params={"schedule": schedule, **params})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["type"] == "schedule_preview" and answer.json()["timezone"] == ZONE
+            return answer.json()
+
+        every = preview("every   2h", runs=5)
+        assert (every["valid"], every["kind"], every["schedule"], every["problem"]) == (True, "every", "every 2h", "")
+        assert len(every["runs"]) == 5 and all(round(b - a) == 7200 for a, b in pairwise(every["runs"]))
+        once = preview("2031-05-04 10:30")
+        assert once["kind"] == "once" and once["runs"] == [datetime(2031, 5, 4, 10, 30, tzinfo=ZoneInfo(ZONE)).timestamp()]
+        # A routine being changed: its `every` series goes on from its creation, as the clock counts it.
+        kept = preview("every 7h", name="every-seven")
+        assert kept["runs"][0] == created["next_run"]
+        assert all(round(at - kept["runs"][0]) % 25200 == 0 for at in kept["runs"])
+        for unusable in ("every 5 parsecs", "2020-01-01 10:00", "61 * * * *", "every 10000000 d", "9999-12-31T23:59-12:00", HOSTILE):
+            refused = preview(unusable)
+            assert refused["valid"] is False and refused["runs"] == [] and refused["problem"] and refused["hint"], (unusable, refused)
+        assert http.get("/schedule/preview", params={"schedule": "every 2h", "runs": 0}).status_code == 400
+        assert listed(http) == before  # nothing saved
+
+
+def test_the_markdown_renderer_builds_elements_and_text_only(web, open_page):
+    """markdown.js, which renders the inbox and the chat's answers, on hostile and long input: a
+    javascript: link is written out, tags stay text, 100,000 characters of marks are rendered, and a
+    line too long to look for marks in is shown as written."""
+    page = open_page()
+    rendered = page.evaluate(
+        """async () => {
+            const { markdown } = await import("/markdown.js");
+            const box = document.createElement("div");
+            const hostile = "[click](javascript:alert(1)) <script>window.__pwned = 1</script> **<img src=x onerror=alert(2)>**\\n"
+                + "```\\n<b>code</b> **not bold**\\n```\\n> quoted *and* `code`\\n\\n# Heading\\n---\\n~~gone~~ a\\\\*b\\\\*";
+            box.append(markdown(hostile));
+            const long = document.createElement("div");
+            long.append(markdown("**bold** and *it*\\n".repeat(6000)));  // 108,000 characters
+            const line = document.createElement("div");
+            line.append(markdown("**a** ".repeat(5000)));  // one line past the 20,000 marked: as written
+            return {
+                text: box.textContent,
+                tags: [...box.querySelectorAll("*")].map((node) => node.tagName.toLowerCase()),
+                links: box.querySelectorAll("a").length,
+                strong: long.querySelectorAll("strong").length,
+                em: long.querySelectorAll("em").length,
+                line: [line.querySelectorAll("strong").length, line.textContent.length],
+            };
+        }"""
+    )
+    assert rendered["links"] == 0 and "click (javascript:alert(1))" in rendered["text"]
+    assert "<script>window.__pwned = 1</script>" in rendered["text"] and "<img src=x onerror=alert(2)>" in rendered["text"]
+    assert "<b>code</b> **not bold**" in rendered["text"] and "a*b*" in rendered["text"]
+    assert set(rendered["tags"]) <= {"div", "strong", "em", "code", "pre", "blockquote", "hr", "s"}, rendered["tags"]
+    assert {"pre", "blockquote", "hr", "s"} <= set(rendered["tags"])
+    assert (rendered["strong"], rendered["em"]) == (6000, 6000)
+    assert rendered["line"] == [0, len(("**a** " * 5000).rstrip())]
+    assert page.evaluate("window.__pwned") is None

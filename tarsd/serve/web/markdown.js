@@ -10,6 +10,7 @@ const BULLET = /^(\s*)[*+-]\s+/;
 const QUOTE = /^\s{0,3}>\s?/;
 const RULE = /^\s{0,3}([-*_])(?:\s*\1){2,}\s*$/;
 const LINK_SCHEMES = ["http://", "https://", "mailto:"]; // an address of another kind is written out, not linked
+const MARKED_LINE_CHARS = 20_000; // a line longer than this (no answer writes one) is shown as written
 
 // Inline marks, looked for from each position on: the earliest wins, and at one position the first
 // in this order (a code span's stars are its own text). Global, so a look-behind sees the whole line.
@@ -61,16 +62,26 @@ function mark(kind, match, into) {
   else wrapped(kind, match[1], into); // em, s
 }
 
-// One line's inline marks, appended to ``into`` as elements and text nodes.
+// One line's inline marks, appended to ``into`` as elements and text nodes. Each pattern's next
+// match is kept until the text before it is used up: a long line full of marks is read a few
+// times over, not once per mark; a line past MARKED_LINE_CHARS is left as written.
 function inline(text, into) {
+  if (text.length > MARKED_LINE_CHARS) {
+    into.append(text);
+    return;
+  }
+  const found = INLINE.map(() => undefined); // undefined: not looked for yet; null: none left in the line
   let at = 0;
   while (at < text.length) {
     let best = null;
-    for (const [kind, pattern] of INLINE) {
-      pattern.lastIndex = at;
-      const match = pattern.exec(text);
+    INLINE.forEach(([kind, pattern], i) => {
+      if (found[i] === undefined || (found[i] !== null && found[i].index < at)) {
+        pattern.lastIndex = at;
+        found[i] = pattern.exec(text);
+      }
+      const match = found[i];
       if (match && (!best || match.index < best.match.index)) best = { kind, match };
-    }
+    });
     if (!best) break;
     if (best.match.index > at) into.append(text.slice(at, best.match.index));
     mark(best.kind, best.match, into);
