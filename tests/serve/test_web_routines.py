@@ -390,6 +390,9 @@ def test_a_routine_is_added_and_changed_on_the_page_its_schedule_checked_as_it_i
     expect(runs).to_have_count(3)  # its schedule, checked as it opens
     page.fill("#routine-schedule", "every 2h")
     expect(page.locator("#routine-preview .preview-head")).to_have_text(f"Next 3 runs, in {ZONE}:")
+    assert len({run[-5:] for run in runs.all_inner_texts()}) == 3, runs.all_inner_texts()  # two hours apart, not 18:00 each
+    added.evaluate("node => node.scrollIntoView({block: 'start'})")
+    shot(page, "desktop-routine-edit")
     page.uncheck("#routine-quiet")
     page.click("#routine-save")
     expect(form).to_be_hidden()

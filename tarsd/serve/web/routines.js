@@ -423,6 +423,9 @@ async function firstProblem() {
 }
 
 $("routine-schedule").addEventListener("input", () => {
+  // What was said of the text before is not said of this one: "checking…" until tarsd answers.
+  preview = null;
+  field("preview").replaceChildren(el("div", "preview-head", "checking…"));
   clearTimeout(previewTimer);
   previewTimer = setTimeout(checkSchedule, PREVIEW_DELAY_MS);
 });
