@@ -45,6 +45,7 @@ from tarsctl.protocol import (
     Message,
     PendingRules,
     Ping,
+    PreviewSchedule,
     ReadNote,
     Related,
     Remember,
@@ -71,7 +72,7 @@ class Principal(StrEnum):
 
 
 class Right(StrEnum):
-    READ = "read"  # search, read notes, links, session logs, status, the tool list, pending proposals
+    READ = "read"  # search, read notes, links, session logs, status, the tool list, pending proposals, a schedule's preview
     CONVERSE = "converse"  # chat with the model, read back and end conversations, feedback, ask for a review
     REMEMBER_AS_USER = "remember_as_user"  # write, replace or remove a memory line as the user's own
     PROPOSE = "propose"  # note a line stamped by:model; propose a rule or a change to another's line
@@ -183,6 +184,7 @@ NEEDS: dict[type[Message], Callable[[Message], frozenset[Right]]] = {
     RoutineAction: _routine_action,
     Remind: _always(Right.REMIND),
     Inbox: _inbox,
+    PreviewSchedule: _always(Right.READ),  # reads a schedule and says when it would run: saves nothing
 }
 
 _WHO = {

@@ -322,6 +322,16 @@ class Inbox(Message, tag="inbox"):
     mark_all_read: bool = False
 
 
+class PreviewSchedule(Message, tag="preview_schedule"):
+    """Is this schedule one tars can use, and when would it run next? Read as saving a routine reads
+    it (tarsd/routines/schedule.py); nothing is saved (answered by schedule_preview)."""
+
+    id: int = 0
+    schedule: Annotated[str, Meta(max_length=200)] = ""
+    name: RoutineName = ""  # the routine being edited: an `every` series counts from its creation; "": from now
+    runs: Annotated[int, Meta(ge=1, le=10)] = 3  # how many of the next runs
+
+
 # ---- replies and stream events ----
 
 
@@ -955,6 +965,17 @@ class InboxReply(Message, tag="inbox_reply"):
     timezone: str = ""  # the routines' time zone, to say the messages' times in
 
 
+class SchedulePreview(Message, tag="schedule_preview"):
+    id: int = 0
+    schedule: str = ""  # as read (runs of blanks made one)
+    valid: bool = False
+    kind: str = ""  # cron | every | once (when valid)
+    runs: list[float] = []  # the next runs, unix time, soonest first (one for a one-shot)
+    timezone: str = ""  # the routines' time zone: the schedule is read in it, and its times are said in it
+    problem: str = ""  # why it cannot be used ("" when valid)
+    hint: str = ""  # what is accepted instead
+
+
 class Error(Message, tag="error"):
     id: int = 0
     code: str = ""  # bad_frame | too_large | bad_request | unsupported | unavailable | internal | ...
@@ -992,6 +1013,7 @@ ClientMessage = (
     | RoutineAction
     | Remind
     | Inbox
+    | PreviewSchedule
 )
 ServerMessage = (
     Welcome
@@ -1026,6 +1048,7 @@ ServerMessage = (
     | RoutineSaved
     | RoutineRan
     | InboxReply
+    | SchedulePreview
 )
 FINAL_REPLIES = (
     Pong,
@@ -1055,6 +1078,7 @@ FINAL_REPLIES = (
     RoutineSaved,
     RoutineRan,
     InboxReply,
+    SchedulePreview,
 )
 
 encoder = msgspec.msgpack.Encoder()

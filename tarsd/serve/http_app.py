@@ -27,6 +27,7 @@ or SSE events when streamed (http_json).
     POST   /remind                remind            -> routine_saved ({"when": "in 10 min", "text": "...", "to": [...]})
     GET    /inbox                 inbox             -> inbox_reply (what routines and reminders said, newest first)
     POST   /inbox/read            inbox             -> inbox_reply ({"ids": [...]} or {"all": true} are read now)
+    GET    /schedule/preview      preview_schedule  -> schedule_preview (?schedule=: can it be used, or why not; its next ?runs=3)
     GET    /docs, /openapi.json   the API description
     /mcp                          reserved for MCP over streamable HTTP: see ``Mount`` and ``HttpDoor(mounts=...)``
     /channels/whatsapp            the WhatsApp channel's webhook, when [whatsapp] is enabled (tarsd/channels): signed, no token
@@ -73,6 +74,7 @@ from tarsctl.protocol import (
     Message,
     PendingRules,
     PendingRulesReply,
+    PreviewSchedule,
     Remember,
     Remembered,
     Remind,
@@ -83,6 +85,7 @@ from tarsctl.protocol import (
     RoutinesReply,
     RuleDecided,
     SaveRoutine,
+    SchedulePreview,
     Search,
     SearchResults,
     Status,
@@ -94,8 +97,16 @@ from tarsctl.protocol import (
 from tarsd import __version__
 from tarsd.serve.http_json import HttpError, as_json, error_response, json_response, protocol_message, read_body, sse_event, wants_stream
 
-# The page, its script and its style: served without a token (they hold no data), like the API description.
-PAGES = {"/": ("index.html", "text/html; charset=utf-8"), "/app.js": ("app.js", "text/javascript"), "/app.css": ("app.css", "text/css")}
+# The page, its scripts (modules: app.js imports the others) and its style: served without a token
+# (they hold no data), like the API description.
+PAGES = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript"),
+    "/core.js": ("core.js", "text/javascript"),
+    "/markdown.js": ("markdown.js", "text/javascript"),
+    "/routines.js": ("routines.js", "text/javascript"),
+    "/app.css": ("app.css", "text/css"),
+}
 DOCS = ("/docs", "/docs/oauth2-redirect", "/openapi.json")
 
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment line while a model thinks, so proxies keep the stream open
@@ -248,6 +259,7 @@ ROUTES: dict[tuple[str, str], type[Message]] = {
     ("POST", "/remind"): Remind,
     ("GET", "/inbox"): Inbox,
     ("POST", "/inbox/read"): Inbox,
+    ("GET", "/schedule/preview"): PreviewSchedule,
 }
 
 
@@ -516,6 +528,14 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
             raise HttpError(400, "bad_request", "no message to mark read", 'send {"ids": [...]} or {"all": true}')
         return await answer(protocol_message(Inbox, mark_read=body.ids, mark_all_read=body.all), InboxReply)
 
+    @app.get("/schedule/preview", tags=["routines"], summary="Check a schedule as a routine would read it, and say its next runs")
+    async def preview_schedule(
+        schedule: str,
+        name: str = Query("", description="the routine being edited: an `every` series counts from its creation"),
+        runs: int = Query(3, description="how many of the next runs (1 to 10)"),
+    ) -> Response:
+        return await answer(protocol_message(PreviewSchedule, schedule=schedule, name=name, runs=runs), SchedulePreview)
+
     for mount in mounts:
         # The path itself too, not only what lies under it: MCP clients POST to /mcp, and a
         # redirect to /mcp/ would cost each call a round trip (or fail in a client that does not follow it).
@@ -561,6 +581,7 @@ def _describe(app: FastAPI) -> None:
         ("/remind", "post"): RoutineSaved,
         ("/inbox", "get"): InboxReply,
         ("/inbox/read", "post"): InboxReply,
+        ("/schedule/preview", "get"): SchedulePreview,
     }
 
     def openapi() -> dict:

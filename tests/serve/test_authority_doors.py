@@ -24,6 +24,7 @@ from tarsctl.protocol import (
     ListConversations,
     ListTools,
     PendingRules,
+    PreviewSchedule,
     Remember,
     Remind,
     RoutineAction,
@@ -62,6 +63,7 @@ CALLS = [
     ("POST", "/remind", {"when": "in 1 h", "text": "hi"}, Remind(when="in 1 h", text="hi")),
     ("GET", "/inbox", None, Inbox()),
     ("POST", "/inbox/read", {"all": True}, Inbox(mark_all_read=True)),
+    ("GET", "/schedule/preview?schedule=every%201h", None, PreviewSchedule(schedule="every 1h")),
 ]
 
 

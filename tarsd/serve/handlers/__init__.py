@@ -33,6 +33,7 @@ from tarsctl.protocol import (
     Message,
     PendingRules,
     Ping,
+    PreviewSchedule,
     ReadNote,
     Related,
     Remember,
@@ -86,6 +87,7 @@ HANDLERS: dict[type, Handler] = {
     RoutineAction: routines.routine_action,
     Remind: routines.remind,
     Inbox: routines.inbox,
+    PreviewSchedule: routines.preview_schedule,
 }
 
 

@@ -1,6 +1,6 @@
 """The routine handlers: the routines and reminders (list, add, edit, pause, resume, remove, run
-now), a reminder set, and the inbox of what they said. The routines file is the user's
-(tarsd/routines/book.py); every change re-arms the clock at once.
+now), a reminder set, the inbox of what they said, and a schedule previewed as it is typed. The
+routines file is the user's (tarsd/routines/book.py); every change re-arms the clock at once.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from tarsctl.authority import Right, may
 from tarsctl.protocol import (
@@ -17,6 +17,7 @@ from tarsctl.protocol import (
     InboxMessage,
     InboxReply,
     Message,
+    PreviewSchedule,
     Remind,
     RoutineAction,
     RoutineInfo,
@@ -26,10 +27,11 @@ from tarsctl.protocol import (
     RoutinesReply,
     RunInfo,
     SaveRoutine,
+    SchedulePreview,
 )
 from tarsd.routines.book import CHANNEL_TARGETS, TARGETS, Routine
 from tarsd.routines.ledger import InboxItem
-from tarsd.routines.schedule import parse_when
+from tarsd.routines.schedule import SCHEDULE_HINT, ScheduleError, parse_schedule, parse_when
 from tarsd.serve.handlers.common import Peer, RequestError
 from tarsd.serve.parts import DaemonParts
 from tarsd.serve.status import run_info
@@ -249,3 +251,33 @@ async def inbox(daemon: DaemonParts, request: Inbox, _peer: Peer) -> AsyncIterat
         )
 
     yield await asyncio.to_thread(answer)
+
+
+async def preview_schedule(daemon: DaemonParts, request: PreviewSchedule, _peer: Peer) -> AsyncIterator[Message]:
+    """Whether a schedule can be used, and its next runs: read by the schedule module itself, as
+    saving the routine would read it (the web page asks as the user types; nothing is saved)."""
+
+    def preview() -> SchedulePreview:
+        tz = daemon.routine_tz
+        now = datetime.now(tz)
+        reply = SchedulePreview(id=request.id, schedule=" ".join(request.schedule.split()), timezone=str(tz))
+        # An `every` series counts from the routine's creation: an edit keeps it, a new routine starts now.
+        edited = daemon.routine_book.get(request.name) if request.name else None
+        anchor = datetime.fromtimestamp(edited.created, UTC) if edited is not None else now
+        try:
+            schedule = parse_schedule(request.schedule, tz, now)
+            runs: list[float] = []
+            after = now
+            while len(runs) < request.runs and (run := schedule.next_after(after, anchor)) is not None:
+                runs.append(run.timestamp())
+                after = run
+        except ScheduleError as exc:
+            reply.problem, reply.hint = str(exc), exc.hint
+            return reply
+        except (OverflowError, ValueError) as exc:  # a run past the last date a computer clock can hold
+            reply.problem, reply.hint = f"{reply.schedule!r} cannot be used: its runs are out of range ({exc})", SCHEDULE_HINT
+            return reply
+        reply.valid, reply.kind, reply.runs = True, schedule.kind, runs
+        return reply
+
+    yield await asyncio.to_thread(preview)
