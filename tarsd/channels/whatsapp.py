@@ -30,15 +30,14 @@ from pathlib import Path
 from tarsctl.protocol import ChannelStatus
 from tarsd.channels.channel import Button, Counters, SendFailed, WindowClosed
 from tarsd.channels.relay import Relay, ServerDispatch
-from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
 from tarsd.channels.whatsapp_graph import UNKNOWN_TEMPLATE_CODE, WINDOW_CLOSED_CODE, Graph, GraphError
-from tarsd.channels.whatsapp_setup import allowed_senders, config_problems, secret_paths, sender_id
 from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, template_parameter, to_whatsapp
 from tarsd.channels.whatsapp_webhook import WEBHOOK_PATH, Delivery, Webhook
 from tarsd.config.settings import WhatsAppConfig
+from tarsd.setup.private_files import SecretFile, SecretFileError
+from tarsd.setup.whatsapp import allowed_senders, config_problems, secret_paths, sender_id
 from tarsd.store.database import Store
-from tarsd.tools.secret_files import SecretFileError
 
 log = logging.getLogger(__name__)
 
