@@ -13,15 +13,18 @@ the sender are told, and the new id stays out until the owner adds it: no id is 
 Each sender is one conversation, ``<channel>:<sender>``, in the conversation store the CLI and the
 page use (so the same compaction and session logs); its messages are handled one after the other,
 while button taps are handled at once (a turn may be waiting for one). Commands work as in the
-REPL: /new, /remember, /search (and /sgrep, /svec, /help), /remind and /routines (a reminder
-set here is sent here), and /whoami: the ids the messenger
-names the sender by, to put in the allow list (a WhatsApp BSUID, say). Every message is answered once: the
+REPL: /new, /remember, /forget, /search (and /sgrep, /svec, /help), /remind and /routines (a
+reminder set here is sent here, in the owner's chat), and /whoami: the ids the messenger names the
+sender by, to put in the allow list (a WhatsApp BSUID, say). What the model did on its own while
+answering (a reminder set, a line noted, a proposal filed) follows its answer, one line each with
+its undo (``effects``): a note it read may have told it to. Every message is answered once: the
 channel's webhook records each message id before answering Meta (``SeenMessages``), and a message
 recorded but never answered (tarsd stopped or was killed meanwhile) gets a note at the next start.
 
-tars also speaks first (a routine's answer, a reminder): ``deliver`` sends to the owner, the allowed
-sender who wrote most recently (else the first the allow list names), and ``run_chat`` runs a
-routine's chat asking the owner, with buttons, each tool call that needs approval. A messenger with
+tars also speaks first (a routine's answer, a reminder): ``deliver`` sends to the owner, the first
+id of the allow list (never whoever wrote last: another allowed person is not asked, nor told, what
+the owner's routines do), and ``run_chat`` runs a routine's chat asking the owner, with buttons,
+each tool call that needs approval; a tap from anyone else decides nothing. A messenger with
 a reply window (WhatsApp's 24 hours) takes free text and buttons only within it: outside it a
 message tars starts goes as the channel allows (``send_outside_window``), and nothing is asked.
 """
@@ -38,7 +41,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from tarsctl.authority import Principal
+from tarsctl.authority import Principal, refusal
 from tarsctl.protocol import (
     Chat,
     ChatDone,
@@ -46,6 +49,8 @@ from tarsctl.protocol import (
     DecideToolCall,
     EndConversation,
     Error,
+    Forget,
+    Forgotten,
     Message,
     Remember,
     Remembered,
@@ -57,12 +62,15 @@ from tarsctl.protocol import (
     RoutinesReply,
     Search,
     SearchResults,
+    ToolActivity,
     ToolApproval,
     ToolCallDecided,
+    ToolEffect,
 )
 from tarsctl.routine_times import WHEN_FORMS, day_and_time, soon, split_when
 from tarsctl.shown import shown_text
 from tarsd.channels.channel import Button, Channel, ChoiceIn, IdChanged, Inbound, OtherIn, SendFailed, TextIn, WindowClosed
+from tarsd.channels.effects import effects_message, literal
 from tarsd.channels.seen import ANSWERED, KEEP_SECONDS, NOTIFIED, SeenMessages
 from tarsd.serve.handlers.common import Peer
 
@@ -84,12 +92,14 @@ WINDOW_MARGIN_SECONDS = 600.0
 HELP = """Commands:
 /search QUERY: search your notes (/sgrep: keywords only, /svec: by meaning)
 /remember FACT: save a fact to Memory.md
-/remind WHEN TEXT: a reminder here (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
-/routines: your routines and reminders; /routines pause|resume|run|rm NAME
+/forget TEXT: remove the line of Memory.md that TEXT names (you are asked first)
+/remind WHEN TEXT: a reminder here, in the owner's chat (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
+/routines: your routines and reminders; /routines pause|resume|run NAME; /routines rm REMINDER
 /new: log this conversation and start a new one
-/whoami: the ids this message came from, for allowed_senders
+/whoami: the ids this message came from, for {allow_list}
 /help: this list
 Anything else is a message to tars."""
+FORGET_CHOICES = 5  # lines listed when /forget's words name more than one
 
 
 class Stopping(Exception):
@@ -129,18 +139,19 @@ class Relay:
         seen: SeenMessages,
         allowed: set[str],
         typing_every: float = TYPING_REFRESH_SECONDS,
-        allow_list: str = "allowed_senders",
+        allow_list: str = "",
         addresses: Sequence[str] = (),
     ):
         self.channel = channel
         self.typing_every = typing_every  # how long the messenger shows its typing indicator
-        self.allow_list = allow_list  # the setting that lists who may talk to tars, for the log
+        # The setting that lists who may talk to tars, as the user writes it: "[whatsapp] allowed_senders".
+        self.allow_list = allow_list or f"[{channel.name}] allowed_senders"
         self.title = title  # "WhatsApp", for people
         self.dispatch = dispatch
         self.seen = seen
         self.allowed = allowed
-        # The allow list's ids in the order written, each one a message can be sent to: a message
-        # tars starts goes to the first when no allowed sender wrote within the day.
+        # The allow list's ids in the order written, each one a message can be sent to: what tars starts
+        # goes to the first, the owner.
         self.addresses = list(addresses)
         self.started_at = time.time()
         self._ids = itertools.count(1)
@@ -167,7 +178,7 @@ class Relay:
         if not any(i in self.allowed for i in event.ids):
             if isinstance(event, IdChanged):
                 # Someone not allowed has a new id: nothing of theirs was ever answered, nothing changes.
-                log.info("%s: a sender not in allowed_senders has a new id: nothing to do", self.title)
+                log.info("%s: a sender not in %s has a new id: nothing to do", self.title, self.allow_list)
                 return
             counters.unknown_senders += 1
             self._strangers += 1
@@ -178,7 +189,7 @@ class Relay:
                     "%s: dropped a message from %s, a %s not in %s: not read, not answered%s (at most a line a minute)",
                     self.title,
                     who,
-                    "sender" if self.allow_list == "allowed_senders" else "user",
+                    "user" if self.allow_list.endswith("allowed_users") else "sender",
                     self.allow_list,
                     more,
                 )
@@ -271,6 +282,8 @@ class Relay:
             return await self._new(event.sender)
         if name == "/remember":
             return await self._remember(event.sender, rest)
+        if name == "/forget":
+            return await self._forget(event.sender, rest)
         if name in ("/search", "/sgrep", "/svec"):
             return await self._search(event.sender, rest, {"/search": "hybrid", "/sgrep": "fts", "/svec": "vec"}[name])
         if name == "/remind":
@@ -280,9 +293,9 @@ class Relay:
         if name == "/whoami":
             # Only ever to an allowed sender, about themselves: the ids are theirs.
             ids = "\n".join(f"`{i}`" for i in event.ids)
-            return await self._say(event.sender, f"This message came from:\n{ids}\n(each one can go in allowed_senders)")
+            return await self._say(event.sender, f"This message came from:\n{ids}\n(each one can go in {self.allow_list})")
         if name in ("/help", "/start"):  # /start: what Telegram sends when a user opens the bot the first time
-            return await self._say(event.sender, HELP)
+            return await self._say(event.sender, HELP.format(allow_list=self.allow_list))
         await self._say(event.sender, f"Unknown command {name}: /help lists them.")
 
     def conversation(self, sender: str) -> str:
@@ -292,12 +305,15 @@ class Relay:
         sender = event.sender
         typing = asyncio.ensure_future(self._keep_typing(sender))
         asked: list[str] = []
+        effects: list[ToolEffect] = []  # what the model did on its own: said after its answer
         final: Message | None = None
         try:
             request = Chat(id=next(self._ids), conversation=self.conversation(sender), message=event.text, approvals=True)
             async for reply in self.dispatch(request, self._peer(sender)):
                 if isinstance(reply, ToolApproval):
                     asked.append(await self._ask_approval(sender, reply))
+                elif isinstance(reply, ToolActivity) and reply.effect is not None:
+                    effects.append(reply.effect)
                 elif isinstance(reply, (ChatDone, Error)):
                     final = reply
         finally:
@@ -313,6 +329,9 @@ class Relay:
             await self._say(sender, text or "(tars had nothing to say)")
         else:
             await self._say(sender, _failure("tars could not answer", final))
+        if effects:
+            # A message of its own, in tars's words: never part of (nor to be mistaken for) the model's answer.
+            await self._say(sender, effects_message(effects, self.channel.name, self.is_owner(sender)))
 
     async def _keep_typing(self, sender: str) -> None:
         """The typing indicator while a turn runs, shown again before it lapses; not while a
@@ -332,20 +351,20 @@ class Relay:
         person is, but only the owner says who may talk to tars."""
         new = [i for i in event.new_ids if i not in self.allowed]
         if not new:
-            log.info("%s: %s has a new id, which allowed_senders already holds", self.title, self.channel.who(event.sender))
+            log.info("%s: %s has a new id, which %s already holds", self.title, self.channel.who(event.sender), self.allow_list)
             return
         log.warning(
-            "%s: %s now writes as %s (the messenger says their id changed): the new id is not allowed until you add it to [%s] "
-            "allowed_senders; the message sent to them names it",
+            "%s: %s now writes as %s (the messenger says their id changed): the new id is not allowed until you add it to %s; "
+            "the message sent to them names it",
             self.title,
             self.channel.who(event.sender),
             " and ".join(self.channel.who(i) for i in new),
-            self.channel.name,
+            self.allow_list,
         )
         ids = " and ".join(f"`{i}`" for i in new)
         text = (
             f"{self.title} says your id changed: you now write as {ids}. tars does not answer the new id until you add it to "
-            f"[{self.channel.name}] allowed_senders in tarsd's config and restart tarsd."
+            f"{self.allow_list} in tarsd's config and restart tarsd."
         )
         for address in dict.fromkeys((event.sender, event.new_address)):
             await self._say(address, text)  # a send that fails is logged by the channel; the other may still arrive
@@ -477,6 +496,40 @@ class Relay:
             return await self._say(sender, f"Already remembered in {reply.path}: {reply.similar or reply.duplicate_of}")
         await self._say(sender, f"Remembered in {reply.path}{where}.")
 
+    async def _forget(self, sender: str, text: str) -> None:
+        """/forget TEXT: the Memory.md line TEXT names, removed once the sender taps "Remove it" (as
+        `tarsctl forget` asks first); several lines that match are listed, to be named whole."""
+        if not text:
+            return await self._say(sender, "Usage: /forget TEXT, TEXT being the words of the Memory.md line to remove")
+        found = await self._final(Forget(id=next(self._ids), text=text, limit=FORGET_CHOICES), sender)
+        if not isinstance(found, Forgotten):
+            return await self._say(sender, _failure("Nothing forgotten", found))
+        if not found.candidates:
+            return await self._say(sender, f"No line of {found.path} matches «{literal(text)}»: nothing forgotten.")
+        exact = [candidate for candidate in found.candidates if candidate.line.strip() == text.strip()]
+        chosen = exact[0] if exact else found.candidates[0] if len(found.candidates) == 1 else None
+        if chosen is None:
+            lines = "\n".join(f"{n}. «{literal(c.line)}»" for n, c in enumerate(found.candidates, 1))
+            return await self._say(sender, f"Lines of {found.path} that match:\n{lines}\nSend /forget with the whole line you mean.")
+        line = chosen.line
+        nonce = self._question(
+            sender,
+            {"forget": lambda: self._forget_line(sender, text, line), "keep": lambda: self._say(sender, "Kept: nothing changed.")},
+            QUESTION_SECONDS,
+        )
+        # The line whole: a tap removes what the question shows.
+        question = f"Remove this line from {found.path}?\n«{literal(line, ARGUMENT_CHARS)}»"
+        if not self.channel.fits_question(question):
+            await self._say(sender, f"This line of {found.path}:\n«{literal(line, ARGUMENT_CHARS)}»")
+            question = "Remove the line above?"
+        await self._ask(sender, question, [Button(f"{nonce}:forget", "Remove it"), Button(f"{nonce}:keep", "Keep it")])
+
+    async def _forget_line(self, sender: str, text: str, line: str) -> None:
+        done = await self._final(Forget(id=next(self._ids), text=text, confirm_line=line), sender)
+        if not isinstance(done, Forgotten) or not done.removed:
+            return await self._say(sender, _failure("Nothing forgotten", done if not isinstance(done, Forgotten) else None))
+        await self._say(sender, f"Removed from {done.path}: «{literal(done.removed)}»")
+
     async def _search(self, sender: str, query: str, mode: str) -> None:
         if not query:
             return await self._say(sender, "Usage: /search QUERY")
@@ -499,6 +552,13 @@ class Relay:
         text = " ".join(words).strip()
         if not when or not text:
             return await self._say(sender, f"Usage: /remind WHEN TEXT, WHEN being {WHEN_FORMS}.")
+        if not self.is_owner(sender):
+            # What tars starts goes to the owner only: set here, the reminder would arrive in their chat, not this one.
+            return await self._say(
+                sender,
+                f"No reminder set: reminders in {self.title} go to the owner only (the first id of {self.allow_list}), "
+                "so /remind works in the owner's chat. Set yours at the terminal (`tarsctl remind`) or on the web page.",
+            )
         reply = await self._final(Remind(id=next(self._ids), when=when, text=text, to=[self.channel.name]), sender)
         if not isinstance(reply, RoutineSaved):
             return await self._say(sender, _failure("No reminder set", reply))
@@ -526,6 +586,14 @@ class Relay:
         if action is None or len(words) != 2:
             return await self._say(sender, "Usage: /routines, or /routines pause|resume|run|rm NAME")
         name = words[1]
+        removing = RoutineAction(id=next(self._ids), name=name, action=action)
+        if action == "remove" and refusal(Principal.PHONE, removing) is not None:
+            # Said here in the phone's words: the dispatcher's refusal names its request types.
+            return await self._say(
+                sender,
+                f"`{name}` is unchanged: a routine is removed at the terminal (`tarsctl routines rm {name}`) or on the web page; "
+                f"from here `/routines pause {name}` stops it, and `/routines rm` removes reminders.",
+            )
         if action == "run":
             typing = asyncio.ensure_future(self._keep_typing(sender))
             try:
@@ -537,7 +605,7 @@ class Relay:
             said = reply.text.strip() or "(nothing to say)"
             outcome = reply.run.outcome + (f": {reply.run.detail}" if reply.run.detail else "")
             return await self._say(sender, f"{said}\n\n(`{name}`: {outcome})")
-        reply = await self._final(RoutineAction(id=next(self._ids), name=name, action=action), sender)
+        reply = await self._final(removing, sender)
         if not isinstance(reply, RoutineSaved):
             return await self._say(sender, _failure(f"{name} is unchanged", reply))
         await self._say(sender, f"`{reply.routine.name or name}`: {reply.status}.")
@@ -584,28 +652,25 @@ class Relay:
     # ---- tars speaks first ----
 
     def owner(self) -> str | None:
-        """Whom a message tars starts goes to: the allowed sender who wrote most recently (within
-        the day the message ids are kept), else the first id of the allow list; None when the list
-        names nobody that can be written to."""
-        # One small query on the loop's thread (a day's messages): owner() is asked before each send.
-        for sender, _ in self.seen.last_senders(self.channel.name):
-            if self._is_allowed(sender):
-                return sender
+        """Whom a message tars starts goes to, and whom a routine's question is asked of: the first id
+        of the allow list, fixed by the config (never whoever wrote last); None when the list names
+        nobody that can be written to."""
         return self.addresses[0] if self.addresses else None
 
-    def _is_allowed(self, sender: str) -> bool:
-        # A WhatsApp sender may be let in by their other id (the BSUID beside the number): known from
-        # their messages since start. One written to tars before a restart and allowed only by the
-        # other id is passed over, for the list's own first id.
-        return sender in self.allowed or bool(set(self._ids_of.get(sender, ())) & self.allowed)
+    def is_owner(self, sender: str) -> bool:
+        """Whether ``sender`` is the owner: by the id they write from, or (WhatsApp) by their other
+        id their messages since start carried (the BSUID beside the number)."""
+        owner = self.owner()
+        return owner is not None and (sender == owner or owner in self._ids_of.get(sender, ()))
 
     def _window_open(self, to: str) -> bool:
-        """Whether the messenger takes free text and buttons for ``to`` now (always, without a window)."""
+        """Whether the messenger takes free text and buttons for ``to`` now (always, without a window):
+        a message from ``to`` within it, under any of their ids known since start."""
         window = self.channel.reply_window
         if window is None:
             return True
-        last = dict(self.seen.last_senders(self.channel.name)).get(to)
-        return last is not None and time.time() - last < window - WINDOW_MARGIN_SECONDS
+        wrote = [at for sender, at in self.seen.last_senders(self.channel.name) if sender == to or to in self._ids_of.get(sender, ())]
+        return bool(wrote) and time.time() - max(wrote) < window - WINDOW_MARGIN_SECONDS
 
     def can_ask(self) -> bool:
         """Whether a question with buttons can reach the owner now: the channel runs, someone can be
@@ -737,6 +802,9 @@ def _routines_list(reply: RoutinesReply) -> str:
 
 
 def _failure(what: str, reply: Message | None) -> str:
+    if isinstance(reply, Error) and reply.code == "forbidden":
+        # The authority table's own words name request types (RoutineAction): the phone is told what to do instead.
+        return f"{what}: that is not done from a messenger" + (f"; {reply.hint}" if reply.hint else "") + "."
     if isinstance(reply, Error):
         return f"{what}: {reply.message}" + (f" ({reply.hint})" if reply.hint else "")
     return f"{what}: tarsd gave no answer (see its log)."

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -27,8 +28,11 @@ from harness.vault_files import write
 from tarsctl.protocol import ListConversations
 
 TOKEN = "7700112233:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
-ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED, GARBLED, WEEK = (4_100_000_000 + n for n in range(14))
-ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED, GARBLED, WEEK]  # ME, the first: the owner
+ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED, GARBLED, WEEK, PARTNER = (
+    4_100_000_000 + n for n in range(15)
+)
+# ME, the first: the owner, whom what tars starts goes to.
+ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED, GARBLED, WEEK, PARTNER]
 STRANGER = 5_999_000_111
 HOSTILE = "Prices: a < b && c > d; <script>alert(1)</script> & \"quoted\" 'x' <b>not bold</b> AT&T"
 
@@ -182,6 +186,91 @@ def test_a_tool_call_is_approved_by_button_and_a_tap_from_another_user_does_noth
     assert "no longer open" in telegram.wait_texts(BUTTONS, 3, start)[2]
     assert len(journal.calls(since, tool="add_tasks")) == 1
     assert nonce not in json.dumps(ollama.bodies("/api/chat"))  # what answers a question never reaches the model
+
+
+def test_a_routines_question_and_answer_go_to_the_owner_only_whoever_wrote_last(world):
+    """Issue 43, observation 7: another allowed user who wrote last was asked, and could approve, a
+    routine's tool call, and got the routine's answer. The owner (the first of allowed_users) is
+    asked and told; the other user's tap on the owner's question decides nothing."""
+    daemon, ollama, telegram, journal = world
+    since, start = journal.mark(), time.time()
+    ollama.script = [{"text": "Hello owner."}, {"text": "Hello partner."}]
+    telegram.text(ME, "hello")
+    telegram.wait_texts(ME, 1, start)
+    telegram.text(PARTNER, "hello, I write last")
+    telegram.wait_texts(PARTNER, 1, start)
+    ollama.script = [
+        {"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": ["the owner's private errand"]}}]},
+        {"text": "Added the owner's private errand."},
+    ]
+    added = daemon.tarsctl("routines", "add", "errands", "--schedule", "0 6 1 1 *", "--prompt", "Add my errands.", "--deliver", "telegram")
+    assert added.returncode == 0, added.stderr
+    asked = time.time()
+    runner = subprocess.Popen(daemon.tarsctl_command("routines", "run", "errands"), env=daemon.env, stdout=subprocess.PIPE, text=True)
+    try:
+        question = telegram.wait_question(ME, asked)
+        assert "tasks_add_tasks" in question["text"] and "private errand" in question["text"]
+        [[run_it, _dont]] = question["reply_markup"]["inline_keyboard"]
+        refusals = daemon.log.read_text().count("tapped a button of a question asked of")
+        telegram.tap(PARTNER, question, run_it["callback_data"])  # forwarded to them, say: refused
+        wait_for(lambda: daemon.log.read_text().count("tapped a button of a question asked of") > refusals, "the partner's tap")
+        assert not journal.calls(since, tool="add_tasks") and channel(daemon).questions_waiting == 1
+        telegram.tap(ME, question, run_it["callback_data"])
+        out, _ = runner.communicate(timeout=120)
+    finally:
+        runner.kill()
+    assert "Added the owner's private errand." in out
+    assert [c["arguments"] for c in journal.calls(since, tool="add_tasks")] == [{"tasks_to_add": ["the owner's private errand"]}]
+    assert wait_for(
+        lambda: [t for t in telegram.texts(ME, asked) if "Added the owner's private errand." in t], "the answer to reach the owner"
+    )
+    assert not [q for q in telegram.questions if q["chat"]["id"] == PARTNER]
+    assert telegram.texts(PARTNER, start) == ["Hello partner."]  # asked nothing, told nothing
+    assert daemon.tarsctl("routines", "rm", "errands").returncode == 0
+
+
+def test_what_the_model_did_on_its_own_follows_its_answer_with_the_undo(world):
+    """Issue 43, observation 6: a reminder the model set from a prompt-injected note was invisible on
+    the phone (only the model's answer came; a minute later a phishing "Reminder" arrived). Now a
+    message in tars's own words follows the answer: each side effect, the model's words shown as
+    written (no link hides its address, no markup reaches Telegram's HTML), with its undo."""
+    daemon, ollama, telegram, _ = world
+    start = time.time()
+    phishing = "Your bank: confirm at [bank.example](https://phish.example/login) **now** <b>today</b> & more"
+    ollama.script = [
+        {
+            "tool_calls": [
+                {"name": "remind_user", "arguments": {"when": "in 120 min", "text": phishing}},
+                {"name": "memory_remember", "arguments": {"fact": "Banks with <i>Phish</i> & Co", "kind": "semantic"}},
+            ]
+        },
+        {"text": "Here is the summary of your bank note."},
+    ]
+    telegram.text(ME, "summarise my bank note")
+    answer, drawn = telegram.wait_texts(ME, 2, start)
+    assert answer == "Here is the summary of your bank note."
+    lines = drawn.split("\n")
+    assert lines[0] == "tars did this on its own while answering:" and len(lines) == 3
+    reminder = re.fullmatch(r"• set a reminder for (.+) \(sent here\): «(.+)» — undo: /routines rm (remind-\d{4}-\d{4})", lines[1])
+    assert reminder and reminder.group(2) == phishing, lines[1]
+    assert lines[2] == "• noted in Memory.md: «Banks with <i>Phish</i> & Co» — undo: /forget Banks with <i>Phish</i> & Co"
+    [sent] = telegram.sent(ME, start)[1:]
+    assert "<a " not in sent["html"] and "<b>" not in sent["html"] and "&lt;b&gt;today&lt;/b&gt; &amp; more" in sent["html"]
+    assert f"<code>/routines rm {reminder.group(3)}</code>" in sent["html"]
+
+    # Each undo, as the line says it.
+    name = reminder.group(3)
+    telegram.text(ME, f"/routines rm {name}")
+    assert telegram.wait_texts(ME, 3, start)[2] == f"{name}: removed."
+    assert name not in daemon.tarsctl("routines").stdout
+    telegram.text(ME, "/forget Banks with <i>Phish</i> & Co")
+    question = telegram.wait_question(ME, start)
+    assert question["text"] == "Remove this line from Memory.md?\n«Banks with <i>Phish</i> & Co»"
+    [[remove, _keep]] = question["reply_markup"]["inline_keyboard"]
+    assert remove["text"] == "Remove it"
+    telegram.tap(ME, question, remove["callback_data"])
+    assert telegram.wait_texts(ME, 5, start)[4] == "Removed from Memory.md: «Banks with <i>Phish</i> & Co»"
+    assert "Phish" not in (daemon.vault / "Memory.md").read_text()
 
 
 def test_a_call_too_long_to_show_whole_is_not_asked_here_and_the_user_told_where(world):
