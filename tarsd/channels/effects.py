@@ -29,7 +29,7 @@ def literal(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     """The model's ``text`` as markdown the channels show as written, on one line, cut at ``limit``."""
     line = shown_text(text).replace("`", "'")
     if len(line) > limit:
-        line = line[:limit].rstrip() + f"… ({len(line):,} characters)"
+        line = line[:limit].rstrip() + f"… ({len(text):,} characters)"
     return _MARKS.sub(r"\\\1", line)
 
 

@@ -40,6 +40,7 @@ import hmac
 import logging
 import re
 import secrets
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -155,6 +156,7 @@ class Telegram:
         self.token_file = files["token_file"]
         self.webhook_secret: SecretFile | None = files.get("webhook_secret_file")
         self._kept_secrets: dict[str, None] = {}  # every token and secret read since start, oldest first
+        self._secrets_lock = threading.Lock()
         _hide_secrets(self)
         self.webhook: TelegramWebhook | None = None
         self.path = ""  # polling: no path on the listener
@@ -188,13 +190,14 @@ class Telegram:
     def secrets(self) -> list[str]:
         """The token and the webhook secret in their files now, and those read before (a late error
         may quote an old token): what ``redact`` hides."""
-        for secret in (self.token_file, self.webhook_secret):
-            if secret is not None:
-                with contextlib.suppress(SecretFileError):
-                    self._kept_secrets[secret.get()] = None
-        while len(self._kept_secrets) > MAX_KEPT_SECRETS:
-            del self._kept_secrets[next(iter(self._kept_secrets))]
-        return list(self._kept_secrets)
+        with self._secrets_lock:  # asked by log lines from any thread (a worker's, the loop's)
+            for secret in (self.token_file, self.webhook_secret):
+                if secret is not None:
+                    with contextlib.suppress(SecretFileError):
+                        self._kept_secrets[secret.get()] = None
+            while len(self._kept_secrets) > MAX_KEPT_SECRETS:
+                del self._kept_secrets[next(iter(self._kept_secrets))]
+            return list(self._kept_secrets)
 
     def redact(self, text: str) -> str:
         """``text`` about the channel with its token and secret hidden: every text that reaches status,
