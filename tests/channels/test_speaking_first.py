@@ -23,7 +23,7 @@ from harness.fake_graph import FakeGraph
 from harness.fake_telegram import FakeTelegram
 from tarsctl.authority import Principal
 from tarsctl.protocol import Chat, ChatDone, DecideToolCall, Message, ToolApproval, ToolCallDecided
-from tarsd.channels.channel import SendFailed
+from tarsd.channels.channel import OtherIn, SendFailed
 from tarsd.channels.seen import ANSWERED
 from tarsd.channels.telegram import Telegram
 from tarsd.channels.whatsapp import WhatsApp
@@ -154,6 +154,32 @@ def test_a_whatsapp_owner_is_a_number_or_a_bsuid_in_the_order_written(tmp_path, 
     assert whatsapp(tmp_path, store, None, ["not a number", "+353 87 000 0001", BSUID]).relay.owner() == NUMBER
     assert whatsapp(tmp_path, store, None, [BSUID, "+353 87 000 0001"]).relay.owner() == BSUID
     assert whatsapp(tmp_path, store, None, ["US.ENT.1234"]).relay.owner() is None
+
+
+def test_a_whatsapp_owner_written_as_a_bsuid_is_known_by_the_number_beside_it(tmp_path, store):
+    """The owner named by their BSUID writes from their number (the message carries both): it is the
+    owner writing, and the window a delivery to the BSUID is judged by is open; another allowed
+    number that wrote last is not the owner."""
+    with FakeGraph(PNID, ACCESS, templates={"tars_message": {"en_US"}}) as fake:
+        channel = whatsapp(tmp_path, store, fake, [BSUID, OTHER_NUMBER], template="tars_message")
+
+        async def run() -> tuple[bool, bool, bool]:
+            channel.relay.start()
+            try:
+                # Reactions: taken in and recorded, answered with nothing (no model, no reply).
+                await channel.relay.take(OtherIn(NUMBER, "wamid.owner", time.time() - HOUR, "reaction", quiet=True, also=(BSUID,)))
+                await channel.relay.take(OtherIn(OTHER_NUMBER, "wamid.other", time.time() - 60, "reaction", quiet=True))
+                owner = channel.relay.is_owner(NUMBER) and not channel.relay.is_owner(OTHER_NUMBER)
+                can_ask = channel.relay.can_ask()
+                await channel.relay.deliver("Due today: milk")
+                return owner, can_ask, channel.relay.owner() == BSUID
+            finally:
+                await channel.relay.stop()
+                await channel.graph.aclose()
+
+        assert asyncio.run(run()) == (True, True, True)
+        [sent] = fake.sends(BSUID)
+        assert sent.body["type"] == "text" and not fake.templates_sent(BSUID) and not fake.sends(OTHER_NUMBER)
 
 
 # ---- Telegram ----
