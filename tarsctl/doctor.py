@@ -383,7 +383,7 @@ class Doctor:
         from tarsctl.client import Client
         from tarsctl.protocol import Status
         from tarsd.config.settings import config_file_path
-        from tarsd.serve.http_token import TokenError, read_token, token_path
+        from tarsd.setup.http_tokens import TokenError, read_token, token_path
 
         path = token_path(self.config.http.token_file, config_file_path())
         try:

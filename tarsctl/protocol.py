@@ -664,6 +664,22 @@ class ChatDelta(Message, tag="chat_delta"):
     text: str = ""
 
 
+class ToolEffect(msgspec.Struct, omit_defaults=True):
+    """What a call of tars's own tools did on the model's account, beyond its answer (a reminder
+    set, a line noted, a rule, change or routine proposed), as data: each client draws it in its own
+    words with its own undo (a messenger: ``/routines rm NAME``, ``/forget LINE``). The texts are the
+    model's: clean them for where they are shown."""
+
+    kind: str  # reminder | noted | replaced | proposed_rule | proposed_change | proposed_routine
+    text: str = ""  # the reminder's text, the line noted or written, the rule, the routine's name
+    old: str = ""  # replaced, proposed_change: the line before
+    at: str = ""  # reminder: when, in the routines' time zone ("2026-11-27 15:00 CET")
+    name: str = ""  # reminder: its name (`routines rm NAME` removes it)
+    to: list[str] = []  # reminder: where it is sent (inbox, telegram, whatsapp, note:...)
+    path: str = ""  # noted, replaced, proposed_change: the memory file
+    pending_id: int = 0  # proposed_*: the proposal (`tarsctl rules approve|reject N`)
+
+
 class ToolActivity(Message, tag="tool_activity"):
     id: int = 0
     phase: str = ""  # call | result
@@ -671,6 +687,7 @@ class ToolActivity(Message, tag="tool_activity"):
     arguments: dict[str, Any] = {}
     result: str = ""  # the start of the result, for display
     summary: str = ""  # a result: what it changed in the user's memory, for people ("" for none)
+    effect: ToolEffect | None = None  # a result of tars's own tools: what the model did on its own, as data (None: nothing)
     # Another MCP server's tool: which server and tool, and (a result) what came of it.
     server: str = ""
     tool: str = ""  # as the server names it

@@ -333,7 +333,7 @@ class Daemon:
         """The HTTP listener; its web framework is imported here, only when enabled. A listener that
         cannot start (a taken port, a bad token file) is logged and shown in status: the socket,
         the index and the chat go on without it."""
-        from tarsd.serve.http_token import mcp_token_path, token_path
+        from tarsd.setup.http_tokens import mcp_token_path, token_path
 
         try:
             from tarsd.serve.http import HttpDoor, HttpStartError

@@ -17,6 +17,7 @@ from tarsctl.shown import shown_json, shown_text
 from tarsd.chat import prompts
 from tarsd.chat.conversations import UNANSWERED, ChatMessage, ToolCall, ToolRecord, with_every_call_answered
 from tarsd.config.settings import McpServerConfig
+from tarsd.setup.private_files import SecretFileError, read_env_file, read_headers_file
 from tarsd.tools.approvals import Approvals
 from tarsd.tools.circuit import Circuit
 from tarsd.tools.cut_stream import JsonCutter, cut_message
@@ -25,7 +26,6 @@ from tarsd.tools.names import NAME_RULE, exposed_name, server_name_problem
 from tarsd.tools.policy import decide, unmatched_patterns
 from tarsd.tools.results import cut_mark, result_text, unmarked
 from tarsd.tools.rules import AlwaysRules, RulesFileError
-from tarsd.tools.secret_files import SecretFileError, read_env_file, read_headers_file
 
 
 def test_names_keep_to_the_providers_rules_and_stay_unique_and_stable():
