@@ -41,10 +41,10 @@ def test_add_update_pause_remove_round_trip(book):
 
 
 def test_a_reminder_lives_beside_the_routines_and_gets_a_free_name(book):
-    when = datetime(2099, 11, 27, 15, 0, tzinfo=BERLIN)
+    when = datetime(2030, 11, 27, 15, 0, tzinfo=BERLIN)
     name = book.reminder_name(when)
     assert name == "remind-1127-1500"
-    book.add(Routine(name=name, schedule="2099-11-27 15:00", created=time.time(), text="Call the dentist", by="model"))
+    book.add(Routine(name=name, schedule="2030-11-27 15:00", created=time.time(), text="Call the dentist", by="model"))
     assert book.reminder_name(when) == "remind-1127-1500-2"
     [reminder] = book.load()
     assert reminder.is_reminder and reminder.by == "model"
@@ -88,7 +88,7 @@ def test_bad_entries_are_skipped_and_named_the_good_ones_used(book):
         '[routine.bad-schedule]\nschedule = "every fortnight"\nprompt = "hi"\n'
         '[routine.Bad_Name]\nschedule = "every 1h"\nprompt = "hi"\n'
         '[routine.both]\nschedule = "every 1h"\nprompt = "hi"\ndeliver = ["pigeon"]\n'
-        '[reminder.good]\nschedule = "2099-01-01 10:00"\ntext = "twice"\n',
+        '[reminder.good]\nschedule = "2030-01-01 10:00"\ntext = "twice"\n',
         encoding="utf-8",
     )
     assert [r.name for r in book.load()] == ["good"]
@@ -123,7 +123,7 @@ def test_invalid_routines_are_refused_with_what_to_do(book, routine, said):
 def test_a_duplicate_name_is_refused_routine_or_reminder(book):
     book.add(brief())
     with pytest.raises(RoutineError, match="already") as refused:
-        book.add(Routine(name="morning-brief", schedule="2099-01-01 10:00", created=time.time(), text="x"))
+        book.add(Routine(name="morning-brief", schedule="2030-01-01 10:00", created=time.time(), text="x"))
     assert refused.value.hint
     with pytest.raises(RoutineError, match="cannot be changed"):
         book.update("morning-brief", created=0.0)
