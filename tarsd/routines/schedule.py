@@ -94,6 +94,7 @@ HORIZON_YEARS = 10
 HORIZON = timedelta(days=3653)  # a one-shot or a reminder at most this far ahead
 # Catch-up looks back from now for the latest occurrence in windows that double from this size.
 _FIRST_WINDOW = timedelta(minutes=1)
+_WALKED = 4  # fire times walked one by one before the span left is halved instead
 _ONE_MINUTE = timedelta(minutes=1)
 _ONE_MICROSECOND = timedelta(microseconds=1)
 
@@ -169,28 +170,45 @@ class Schedule:
         a fire time, then the few in it are walked."""
         try:
             after, until, anchor = after.astimezone(UTC), until.astimezone(UTC), anchor.astimezone(UTC)
-        except (OverflowError, ValueError):
-            return None
-        if until <= after:
-            return None
-        if self.kind == EVERY:
-            interval = timedelta(seconds=self.seconds)
-            if until - anchor < interval:
+            if until <= after:
                 return None
-            run = anchor + interval * ((until - anchor) // interval)
-            return run.astimezone(self.tz) if run > after else None
+            if self.kind == EVERY:
+                interval = timedelta(seconds=self.seconds)
+                if until - anchor < interval:
+                    return None
+                run = anchor + interval * ((until - anchor) // interval)
+                return run.astimezone(self.tz) if run > after else None
+        except (OverflowError, ValueError):  # a time past year 9999 in the user's zone
+            return None
         window = _FIRST_WINDOW
         while True:
             start = after if window >= until - after else until - window
             run = self.next_after(start, anchor)
             if run is not None and run <= until:
-                latest = run
-                while (run := self.next_after(latest, anchor)) is not None and run <= until:
-                    latest = run
-                return latest
+                return self._latest_in(run, until, anchor)
             if start == after:
                 return None
             window *= 2
+
+    def _latest_in(self, run: datetime, until: datetime, anchor: datetime) -> datetime:
+        """The last fire time in [run, until], ``run`` being one: the next few are walked; past
+        those (every minute of a day once a year, seen from a year later) the span is halved."""
+        for _ in range(_WALKED):
+            following = self.next_after(run, anchor)
+            if following is None or following > until:
+                return run
+            run = following
+        high = until  # a fire time in [run, high], none after high up to until
+        while True:
+            following = self.next_after(run, anchor)
+            if following is None or following > high:
+                return run
+            middle = following + (high - following) / 2
+            probe = self.next_after(middle, anchor)
+            if probe is not None and probe <= high:
+                run = probe
+            else:
+                run, high = following, middle
 
     # A crontab: the wall-clock times that match, then the instants they are (the module's DST rule)
 
