@@ -19,35 +19,48 @@ hand alike:
 time zone; a number is read as unix time); an entry without it counts from the file's last
 change. It anchors an ``every`` series and is where catching up on missed runs starts.
 
-Nothing the user wrote is lost: a writer re-reads the file just before it writes (a hand edit
-since the last load stays), changes only the entry concerned (entries tars cannot read, and keys
-it does not know, are written back as they were), refuses to write over a file that is not valid
-TOML, and replaces the file in one step (temp file, fsync, rename): a failed write (a full disk)
-leaves the old file as it was.
+Nothing the user wrote is lost: a writer reads the file, changes only the entry concerned
+(entries tars cannot read, and keys it does not know, are written back as they were), refuses to
+write over a file that is not valid TOML, and replaces the file in one step (temp file, fsync,
+rename): a failed write (a full disk) leaves the old file as it was. The replace is a compare and
+swap against other processes (an editor, a second tarsctl): right before the rename the file is
+read again, and when it changed since it was read, the change is made again on what is there now;
+an edit written into the old file just after the rename (an editor appending to the file it had
+open) is noticed on that file and merged the same way.
+
+The file is read only when it is a regular file (a FIFO there would block tarsd, a folder or a
+device is named as the problem), through a symlink as well: a routines file kept in a dotfiles
+repository and linked from beside the config stays a link, and tars writes to the file it points
+to, atomically, in that file's folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import os
 import re
 import secrets
+import stat
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import get_args
+from typing import TypeVar, get_args
 from zoneinfo import ZoneInfo
 
 import tomli_w
 
 from tarsd.config.settings import DeliveryTarget
+from tarsd.routines.note_target import NOTE_HINT, heading_problem, note_problem
 from tarsd.routines.schedule import ScheduleError, parse_schedule
 
 ROUTINES_FILE_NAME = "routines.toml"
-NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # whole names only: fullmatch (a name ending in a newline is not one)
 NAME_HINT = "a name is 1 to 64 lower-case letters, digits, '-' and '_', starting with a letter or digit: morning-brief"
 TARGETS: tuple[str, ...] = get_args(DeliveryTarget)
 CHANNEL_TARGETS = ("telegram", "whatsapp")  # the targets that are messengers: a message there reaches the user's phone
@@ -55,6 +68,10 @@ AUTHORS = ("user", "model")
 ROUTINE_TABLE, REMINDER_TABLE = "routine", "reminder"
 _NOT_CHANGED = ("name", "created")
 _OPTIONAL_NUMBERS = {"runs_per_day": 1, "tokens_per_run": 1, "grace_minutes": 0}  # the least each may be
+MAX_FILE_BYTES = 16 * 1024 * 1024  # a routines file larger than this is not read (10,000 routines are ~2 MB)
+_TRIES = 50  # a write redone this often because the file kept changing under it gives up
+_FUTURE_SLACK = 86400.0  # a creation time this far ahead is still read (clocks of two machines)
+Result = TypeVar("Result")
 
 
 class RoutineError(ValueError):
@@ -98,19 +115,43 @@ class Routine:
         return self.deliver or tuple(default)
 
 
+_CREATED_HINT = "created is when the routine was written (2026-11-26T17:00:00Z); without it, tars counts from the file's last change"
+
+
 def routines_path(routines_file: str, config_file: Path) -> Path:
     return Path(routines_file).expanduser() if routines_file else Path(config_file).expanduser().parent / ROUTINES_FILE_NAME
 
 
+@dataclass
+class _Read:
+    """The routines file as one read saw it: its bytes, its identity, and the open file (to
+    notice a write into it after it was replaced)."""
+
+    data: bytes
+    stamp: tuple[int, int, int] | None  # (inode, mtime_ns, size); None: there was no file
+    fd: int | None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class Book:
     """The routines of the routines file. ``load`` is cheap when the file did not change (a stat);
-    ``version`` goes up each time it was read again, so a caller can tell that it changed."""
+    ``version`` goes up each time it was read again, so a caller can tell that it changed.
 
-    def __init__(self, path: Path, tz: ZoneInfo):
+    ``min_interval_seconds``: the shortest ``every`` a routine or repeating reminder may have
+    ([routines] min_interval_seconds; None: no least). ``vault``: where note targets must stay."""
+
+    def __init__(self, path: Path, tz: ZoneInfo, min_interval_seconds: float | None = None, vault: Path | None = None):
         self.path = Path(path)
         self.tz = tz
+        self.min_interval_seconds = min_interval_seconds
+        self.vault = Path(vault) if vault is not None else None
         self.problem = ""
         self.version = 0
+        self.redone = 0  # writes made again because another writer changed the file meanwhile
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._routines: list[Routine] = []
@@ -153,14 +194,37 @@ class Book:
 
     def _read_raw(self) -> dict:
         """The file as TOML; {} when it is not there. RoutineError when it cannot be read or parsed."""
+        read = self._read()
+        read.close()
+        return self._parse(read.data)
+
+    def _read(self) -> _Read:
+        """The file's bytes, read only from a regular file (through a symlink), never blocking: a
+        FIFO, a folder or a device there is a RoutineError that says so."""
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
-            return {}
+            return _Read(b"", None, None)
         except OSError as exc:
-            raise RoutineError(f"cannot read {self.path}: {exc.strerror}", "check the file's permissions") from exc
+            raise RoutineError(f"cannot read {self.path}: {exc.strerror or exc}", "check the file's permissions") from exc
         try:
-            return tomllib.loads(text)
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise RoutineError(f"{self.path} is not a regular file ({_kind(info.st_mode)})", _NOT_A_FILE)
+            data = _read_all(fd)
+            if max(info.st_size, len(data)) > MAX_FILE_BYTES:
+                raise RoutineError(f"{self.path} is over {MAX_FILE_BYTES:,} bytes, more than a routines file can be", _TOO_LARGE)
+        except OSError as exc:
+            os.close(fd)
+            raise RoutineError(f"cannot read {self.path}: {exc.strerror or exc}", "check the file") from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Read(data, (info.st_ino, info.st_mtime_ns, info.st_size), fd)
+
+    def _parse(self, data: bytes) -> dict:
+        try:
+            return tomllib.loads(data.decode("utf-8", errors="replace"))
         except tomllib.TOMLDecodeError as exc:
             raise RoutineError(f"{self.path} is not valid TOML: {exc}", "fix the line named, or restore the file") from exc
 
@@ -175,7 +239,7 @@ class Book:
                 bad.append(f"{table} must be a table of entries ([{table}.NAME])")
                 continue
             for name, entry in entries.items():
-                where = f"[{table}.{name}]"
+                where = f"[{table}.{name if NAME.fullmatch(name) else json.dumps(name)}]"  # as TOML quotes an odd key
                 if name in seen:
                     bad.append(f"{where}: the name is used twice (routine and reminder names share one list)")
                     continue
@@ -213,26 +277,34 @@ class Book:
             routine = Routine(name=name, **values)
         except TypeError as exc:
             raise RoutineError(f"cannot be read: {exc}") from exc
-        self._check(routine, datetime.fromtimestamp(routine.created, UTC))
+        self._check(routine, None)
         return routine
 
     def _created(self, value: object) -> float:
-        if isinstance(value, datetime):
-            return (value if value.tzinfo is not None else value.replace(tzinfo=self.tz)).timestamp()
-        if isinstance(value, date):
-            return datetime(value.year, value.month, value.day, tzinfo=self.tz).timestamp()
+        try:
+            if isinstance(value, datetime):
+                return (value if value.tzinfo is not None else value.replace(tzinfo=self.tz)).timestamp()
+            if isinstance(value, date):
+                return datetime(value.year, value.month, value.day, tzinfo=self.tz).timestamp()
+        except (OverflowError, ValueError) as exc:
+            raise RoutineError(f"created = {value} is not a time tars can use: {exc}", _CREATED_HINT) from exc
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        raise RoutineError("created must be a date and time (2026-11-26T17:00:00Z) or a unix time")
+        raise RoutineError("created must be a date and time (2026-11-26T17:00:00Z) or a unix time", _CREATED_HINT)
 
     def check(self, routine: Routine) -> None:
         """RoutineError when ``routine`` could not be added now (a proposal is checked before it waits)."""
         self._check(routine, datetime.now(self.tz))
 
-    def _check(self, routine: Routine, now: datetime) -> None:
-        """Every field as it must be; ``now``: a one-shot before it is refused (the routine's
-        creation when reading the file, so a reminder that has passed is still read)."""
-        if not isinstance(routine.name, str) or not NAME.match(routine.name):
+    def _check(self, routine: Routine, now: datetime | None) -> None:
+        """Every field as it must be; ``now``: a one-shot before it is refused (None: the routine's
+        creation, as when reading the file, so a reminder that has passed is still read)."""
+        created = routine.created
+        if not isinstance(created, (int, float)) or isinstance(created, bool) or not 0 <= created <= time.time() + _FUTURE_SLACK:
+            raise RoutineError(f"created ({created!r}) must be a time from 1970 to now: it is when the routine was written", _CREATED_HINT)
+        if now is None:
+            now = datetime.fromtimestamp(created, UTC)
+        if not isinstance(routine.name, str) or not NAME.fullmatch(routine.name):
             raise RoutineError(f"{routine.name!r} cannot be a name", NAME_HINT)
         for key in ("schedule", "prompt", "text", "note", "heading", "by"):
             if not isinstance(getattr(routine, key), str):
@@ -264,8 +336,14 @@ class Book:
                 raise RoutineError(f"{key} must be a whole number, {least} or more")
         if routine.by not in AUTHORS:
             raise RoutineError(f"by must be one of {', '.join(AUTHORS)}")
+        problem = note_problem(routine.note, self.vault)
+        if problem:
+            raise RoutineError(problem, NOTE_HINT)
+        problem = heading_problem(routine.heading)
+        if problem:
+            raise RoutineError(problem, 'give a heading as it reads in the note, e.g. "tars" or "C# notes"')
         try:
-            parse_schedule(routine.schedule, self.tz, now)
+            parse_schedule(routine.schedule, self.tz, now, min_interval=self.min_interval_seconds)
         except ScheduleError as exc:
             raise RoutineError(str(exc), exc.hint) from exc
 
@@ -274,14 +352,17 @@ class Book:
     def add(self, routine: Routine) -> Routine:
         """Add a routine or reminder (a one-shot must still be to come). RoutineError when the name
         is taken or a field cannot be used."""
-        with self._lock:
-            raw = self._raw_for_writing()
+        created = routine.created
+        if isinstance(created, (int, float)) and not isinstance(created, bool) and math.isfinite(created):
+            routine = dataclasses.replace(routine, created=float(int(created)))
+
+        def add_to(raw: dict) -> None:
             if self._entry(raw, routine.name) is not None:
                 raise RoutineError(f"there is a routine called {routine.name!r} already", "pick another name, or change that one")
-            routine = dataclasses.replace(routine, created=float(int(routine.created)))
             self._check(routine, datetime.now(UTC))
             raw.setdefault(self._table(routine), {})[routine.name] = self._encode(routine, {})
-            self._write(raw)
+
+        self._change(add_to)
         return self._written(routine.name)
 
     def update(self, name: str, **changes: object) -> Routine:
@@ -294,21 +375,20 @@ class Book:
         changes = {
             key: tuple(value) if key in ("deliver", "tools") and isinstance(value, list) else value for key, value in changes.items()
         }
-        with self._lock:
-            raw = self._raw_for_writing()
+
+        def update_in(raw: dict) -> None:
             table, entry = self._found(raw, name)
-            old = self._decode(table, name, entry, self._file_time())
-            new = dataclasses.replace(old, **changes)
+            new = dataclasses.replace(self._decode(table, name, entry, self._file_time()), **changes)
             # A reminder that has passed may be edited otherwise; a schedule given anew must be to come.
-            self._check(new, datetime.now(UTC) if "schedule" in changes else datetime.fromtimestamp(new.created, UTC))
+            self._check(new, datetime.now(UTC) if "schedule" in changes else None)
             del raw[table][name]
             raw.setdefault(self._table(new), {})[name] = self._encode(new, entry)
-            self._write(raw)
+
+        self._change(update_in)
         return self._written(name)
 
     def remove(self, name: str) -> Routine:
-        with self._lock:
-            raw = self._raw_for_writing()
+        def remove_from(raw: dict) -> Routine:
             table, entry = self._found(raw, name)
             try:
                 gone = self._decode(table, name, entry, self._file_time())
@@ -316,7 +396,9 @@ class Book:
                 # A broken entry can be removed as well: it is what the user would do to fix it.
                 gone = Routine(name=name, schedule=str(entry.get("schedule", "")) if isinstance(entry, dict) else "", created=0.0)
             del raw[table][name]
-            self._write(raw)
+            return gone
+
+        gone = self._change(remove_from)
         self.load()
         return gone
 
@@ -338,13 +420,6 @@ class Book:
         while f"{base}-{number}" in taken:
             number += 1
         return f"{base}-{number}"
-
-    def _raw_for_writing(self) -> dict:
-        """The file as it is now (a hand edit since the last load is kept); a file that cannot be read is never written over."""
-        try:
-            return self._read_raw()
-        except RoutineError as exc:
-            raise RoutineError(f"nothing was changed: {exc}", exc.hint) from exc
 
     @staticmethod
     def _entry(raw: dict, name: str) -> dict | None:
@@ -380,21 +455,71 @@ class Book:
                 entry[spec.name] = list(value) if isinstance(value, tuple) else value
         return entry
 
-    def _write(self, raw: dict) -> None:
-        """The whole file at once: a temp file beside it (0600, fsynced), renamed over it. On any
-        failure the temp file goes and the old file stays as it was."""
-        raw = {table: entries for table, entries in raw.items() if not (table in (ROUTINE_TABLE, REMINDER_TABLE) and entries == {})}
-        text = tomli_w.dumps(raw)
-        temp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
+    def _change(self, apply: Callable[[dict], Result]) -> Result:
+        """Read the file, ``apply`` a change to it (a RoutineError from it changes nothing), write it
+        back: a compare and swap with any other writer (the module's docstring)."""
+        with self._lock:
+            late: dict | None = None  # an edit that reached the replaced file after our write: still to bring in
+            result: Result | None = None
+            for _ in range(_TRIES):
+                read = self._read_for_writing()
+                try:
+                    raw = self._parse_for_writing(read.data)
+                    if late is None:
+                        result = apply(raw)
+                    else:
+                        _merge(raw, late)  # our change is in the file already
+                    outcome, replaced = self._write(raw, read)
+                finally:
+                    read.close()
+                if outcome == _WRITTEN:
+                    return result  # type: ignore[return-value]  # apply ran in the first round that got this far
+                self.redone += 1
+                if outcome == _LATE:
+                    late = _merged_edits(late, self._parse_quietly(read.data), self._parse_quietly(replaced))
+            raise RoutineError(f"{self.path} kept changing while tars wrote it; nothing was changed", "try again once it is still")
+
+    def _parse_quietly(self, data: bytes) -> dict:
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            return self._parse(data)
+        except RoutineError:
+            return {}  # half an edit: nothing of it can be brought in
+
+    def _read_for_writing(self) -> _Read:
+        """The file as it is now; a file that cannot be read is never written over."""
+        try:
+            return self._read()
+        except RoutineError as exc:
+            raise RoutineError(f"nothing was changed: {exc}", exc.hint) from exc
+
+    def _parse_for_writing(self, data: bytes) -> dict:
+        try:
+            return self._parse(data)
+        except RoutineError as exc:
+            raise RoutineError(f"nothing was changed: {exc}", exc.hint) from exc
+
+    def _write(self, raw: dict, read: _Read) -> tuple[str, bytes]:
+        """The whole file at once, through a symlink to the file it points to: a temp file beside
+        that (0600, fsynced), renamed over it, unless the file is no longer what ``read`` saw
+        (_CHANGED). After the rename, a write into the file replaced (an editor appending to it)
+        is _LATE, with that file's bytes. On any failure the temp file goes and the old file stays
+        as it was."""
+        raw = {table: entries for table, entries in raw.items() if not (table in (ROUTINE_TABLE, REMINDER_TABLE) and entries == {})}
+        data = tomli_w.dumps(raw).encode("utf-8")
+        target = Path(os.path.realpath(self.path))
+        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
-                os.replace(temp, self.path)
+                if not self._unchanged(read):
+                    temp.unlink()
+                    return _CHANGED, b""
+                os.replace(temp, target)
             except BaseException:
                 temp.unlink(missing_ok=True)
                 raise
@@ -403,7 +528,21 @@ class Book:
                 f"cannot write {self.path}: {exc.strerror or exc}; nothing was changed",
                 "free some disk space or fix the folder's permissions, then try again",
             ) from exc
-        _sync_folder(self.path.parent)
+        _sync_folder(target.parent)
+        if read.fd is not None and read.stamp is not None:
+            info = os.fstat(read.fd)
+            if (info.st_mtime_ns, info.st_size) != read.stamp[1:]:
+                return _LATE, _read_all(read.fd)
+        return _WRITTEN, b""
+
+    def _unchanged(self, read: _Read) -> bool:
+        """The file is still what ``read`` saw (the same file, the same bytes)."""
+        try:
+            now = self._read()
+        except RoutineError:
+            return False  # swapped for something that is not a file: the next try says what
+        now.close()
+        return now.stamp == read.stamp and now.data == read.data
 
     def _written(self, name: str) -> Routine:
         found = self.get(name)
@@ -412,6 +551,62 @@ class Book:
                 f"{name!r} was written but is not in {self.path} now", "someone changed the file at the same moment; look at it"
             )
         return found
+
+
+_WRITTEN, _CHANGED, _LATE = "written", "changed", "late"
+_NOT_A_FILE = "put a TOML file there (a symlink to one is fine), or set [routines] file to where it is"
+_TOO_LARGE = "move what is not routines out of it"
+
+
+def _merged_edits(earlier: dict | None, before: dict, after: dict) -> dict:
+    """What an edit changed from ``before`` to ``after``, entry by entry ([routine.NAME] and
+    [reminder.NAME]; other keys whole), added to ``earlier`` such edits: {(table, name): entry,
+    or None when removed; (key,): value}."""
+    edits = dict(earlier or {})
+    for key in before.keys() | after.keys():
+        if key in (ROUTINE_TABLE, REMINDER_TABLE) and isinstance(before.get(key, {}), dict) and isinstance(after.get(key, {}), dict):
+            old, new = before.get(key, {}), after.get(key, {})
+            for name in old.keys() | new.keys():
+                if old.get(name) != new.get(name):
+                    edits[(key, name)] = new.get(name)
+        elif before.get(key) != after.get(key):
+            edits[(key,)] = after.get(key)
+    return edits
+
+
+def _merge(raw: dict, edits: dict) -> None:
+    for where, value in edits.items():
+        if len(where) == 2:
+            table = raw.setdefault(where[0], {})
+            if isinstance(table, dict):
+                if value is None:
+                    table.pop(where[1], None)
+                else:
+                    table[where[1]] = value
+        elif value is None:
+            raw.pop(where[0], None)
+        else:
+            raw[where[0]] = value
+
+
+def _read_all(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+        if offset > MAX_FILE_BYTES:
+            break
+    return b"".join(chunks)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO: reading it would wait for a writer"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
 
 
 def _entries(raw: dict, table: str) -> dict:
