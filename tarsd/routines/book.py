@@ -359,9 +359,9 @@ class Book:
         def add_to(raw: dict) -> None:
             if self._entry(raw, routine.name) is not None:
                 raise RoutineError(f"there is a routine called {routine.name!r} already", "pick another name, or change that one")
-            self._check(routine, datetime.now(UTC))
             raw.setdefault(self._table(routine), {})[routine.name] = self._encode(routine, {})
 
+        self._check(routine, datetime.now(UTC))  # what is wrong with the routine first, whatever the file's state
         self._change(add_to)
         return self._written(routine.name)
 
