@@ -272,10 +272,13 @@ def settle(args: argparse.Namespace) -> str | None:
     if args.command == "inbox" and not 1 <= args.limit <= 1000:
         return "-n must be between 1 and 1000"
     if args.command == "remind":
-        from tarsctl.routine_times import WHEN_FORMS, split_when
+        from tarsctl.routine_times import WHEN_FORMS, split_when, when_problem
 
         args.when, words = split_when([utf8(args.when), *args.text])
         args.text = " ".join(words).strip()
+        problem = when_problem(args.when)
+        if problem:
+            return f"{problem}: tarsctl remind in 20 min tea"
         if not args.text:
             return f"say what to remind you of after WHEN ({WHEN_FORMS}): tarsctl remind in 20 min tea"
     if args.command == "forget" and not 1 <= args.limit <= 50:

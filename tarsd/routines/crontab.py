@@ -57,6 +57,10 @@ class CrontabError(ValueError):
     """A crontab that cannot be read; the message says which field and why."""
 
 
+class NotFiveFields(CrontabError):
+    """Not a crontab's shape at all (perhaps not meant as one): the hint names every form of schedule."""
+
+
 class NeverFires(CrontabError):
     """A crontab that reads well but names no day that comes (the 30th of February)."""
 
@@ -92,7 +96,7 @@ def parse_crontab(text: str) -> Crontab:
         raise CrontabError(f"{text.strip()!r} is not one of cron's names: {', '.join(MACROS)}")
     fields = expression.lower().split()
     if len(fields) != 5:
-        raise CrontabError(f"a crontab has 5 fields (minute hour day-of-month month day-of-week), this has {len(fields)}")
+        raise NotFiveFields(f"a crontab has 5 fields (minute hour day-of-month month day-of-week), this has {len(fields)}")
     minutes, hours, days, months, weekdays = (_field(field, *spec) for field, spec in zip(fields, _FIELDS, strict=True))
     if 7 in weekdays:
         weekdays = (weekdays - {7}) | {0}  # 7 is Sunday too

@@ -47,7 +47,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 
-from tarsd.routines.crontab import DAY_NAMES, Crontab, CrontabError, NeverFires, parse_crontab
+from tarsd.routines.crontab import DAY_NAMES, Crontab, CrontabError, NeverFires, NotFiveFields, parse_crontab
 
 CRON, EVERY, ONCE = "cron", "every", "once"
 KINDS = (CRON, EVERY, ONCE)
@@ -335,6 +335,8 @@ def parse_schedule(text: str, tz: ZoneInfo, now: datetime, min_interval: float |
     expression = written[len("cron ") :] if lowered.startswith("cron ") else written
     try:
         crontab = parse_crontab(expression)
+    except NotFiveFields as exc:
+        raise ScheduleError(f"{written!r} is not a schedule: {exc}") from exc
     except NeverFires as exc:
         raise ScheduleError(f"{written!r} never fires: {exc}", 'check the day and month fields: "0 9 29 2 *" is 29 February') from exc
     except CrontabError as exc:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,8 @@ from harness.fake_llm import FakeOllama
 from harness.paths import MODEL_DIR
 from tarsctl.client import RemoteError
 from tarsctl.protocol import Chat, ChatDone, PendingRules, PendingRulesReply, Remind, Routines, RoutinesReply, SaveRoutine
+from tarsctl.routine_times import UNITS
+from tarsd.routines.schedule import _UNITS as schedule_units
 
 OVERFLOWS = ["every 10000000 d", "9999-12-31T23:59-12:00", "0001-01-01T00:00+14:00"]
 
@@ -133,3 +137,35 @@ def test_bad_hand_edits_are_named_and_skipped_and_the_good_entries_run(world):
     # The clock goes on: the good reminder is sent at its minute (the bad entries never reach it).
     wait_for(lambda: routines(daemon).routines[0].last_run is not None, "the good reminder to be sent", deadline=120)
     assert json.dumps(reply.problem).count("[routine.") == 5
+
+
+# ---- tarsctl remind: a WHEN it cannot use is a usage error (exit 2), said before anything is sent ----
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        (["in", "5"], 'in 5 what? say "in 5 min"'),
+        (["in", "5", "tea"], 'in 5 what? say "in 5 min"'),
+        (["in", "the", "evening"], "in how long?"),
+        (["soon", "tea"], "'soon' is not a time"),
+        (["in", "1.5", "h", "tea"], "whole number"),
+        (["in", "20", "min"], "say what to remind you of"),
+    ],
+)
+def test_a_reminder_time_typed_wrong_is_a_usage_error_at_the_client(tmp_path, words, said):
+    nowhere = {**os.environ, "TARS_SOCKET": str(tmp_path / "no.sock"), "TARS_CONFIG": str(tmp_path / "config.toml")}
+    done = subprocess.run([sys.executable, "-m", "tarsctl", "remind", *words], env=nowhere, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done  # not 3 (no tarsd): refused before connecting
+    assert said in done.stderr and "tarsctl remind in 20 min tea" in done.stderr
+
+
+def test_a_reminder_time_tarsd_refuses_is_a_usage_error_too(world):
+    daemon, _, _ = world
+    for words, said in [(["2020-01-01", "10:00", "x"], "passed already"), (["in", "99999999999", "d", "x"], "at most 10 years")]:
+        done = daemon.tarsctl("remind", *words)
+        assert done.returncode == 2 and said in done.stderr, done
+
+
+def test_the_client_knows_the_units_tarsd_knows():
+    assert UNITS == set(schedule_units)
