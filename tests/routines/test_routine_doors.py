@@ -19,7 +19,18 @@ from harness.daemon import TarsDaemon, wait_for
 from harness.fake_llm import FakeOllama
 from harness.paths import MODEL_DIR
 from tarsctl.client import RemoteError
-from tarsctl.protocol import Chat, ChatDone, PendingRules, PendingRulesReply, Remind, Routines, RoutinesReply, SaveRoutine
+from tarsctl.protocol import (
+    Chat,
+    ChatDone,
+    PendingRules,
+    PendingRulesReply,
+    Remind,
+    RoutineAction,
+    RoutineRan,
+    Routines,
+    RoutinesReply,
+    SaveRoutine,
+)
 from tarsctl.routine_times import UNITS
 from tarsd.routines.schedule import _UNITS as schedule_units
 
@@ -169,3 +180,21 @@ def test_a_reminder_time_tarsd_refuses_is_a_usage_error_too(world):
 
 def test_the_client_knows_the_units_tarsd_knows():
     assert UNITS == set(schedule_units)
+
+
+def test_a_heading_with_a_hash_gets_every_message_under_it(world):
+    """'C# notes' once split the note's target at its '#': the messages went to a note 'X.md#C'."""
+    daemon, ollama, _ = world
+    ollama.script = [{"text": "the answer"}] * 50  # a run may ask the model more than once (its session log's summary)
+    saved = SaveRoutine(
+        id=1, name="csharp", schedule="0 6 1 1 *", prompt="hi", deliver=["note"], note="Notes/{date}.md", heading="C# notes"
+    )
+    call(daemon, saved)
+    for _ in range(2):
+        assert isinstance(call(daemon, RoutineAction(id=1, name="csharp", action="run")), RoutineRan)
+    [note] = (daemon.vault / "Notes").glob("*.md")
+    wait_for(lambda: note.read_text(encoding="utf-8").count("the answer") == 2, "the second delivery")
+    text = note.read_text(encoding="utf-8")
+    assert text.count("## C# notes") == 1 and text.startswith("## C# notes\n") and text.count("**") == 4  # two entries under it
+    assert list((daemon.vault / "Notes").iterdir()) == [note] and not [p for p in daemon.vault.rglob("*#*")]  # none named after the heading
+    call(daemon, RoutineAction(id=1, name="csharp", action="remove"))
