@@ -36,6 +36,7 @@ step from a wall-clock time to the instants it names, the rule above, is done he
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -334,17 +335,23 @@ def parse_schedule(text: str, tz: ZoneInfo, now: datetime, min_interval: float |
         return Schedule(written, ONCE, tz, at=at.timestamp())
     expression = written[len("cron ") :] if lowered.startswith("cron ") else written
     try:
-        crontab = parse_crontab(expression)
+        crontab, wall = _read_crontab(expression)
     except NotFiveFields as exc:
         raise ScheduleError(f"{written!r} is not a schedule: {exc}") from exc
     except NeverFires as exc:
         raise ScheduleError(f"{written!r} never fires: {exc}", 'check the day and month fields: "0 9 29 2 *" is 29 February') from exc
     except CrontabError as exc:
         raise ScheduleError(f"{written!r} is not a valid crontab: {exc}", _CRON_HINT) from exc
-    schedule = Schedule(written, CRON, tz, crontab=crontab, _wall=_wall_trigger(crontab))
-    if schedule.next_after(now, now) is None:
-        raise ScheduleError(f"{written!r} never fires (no such date)", 'check the day and month fields: "0 9 29 2 *" is 29 February')
-    return schedule
+    # crontab.py refuses a crontab naming no date that exists; any other comes within 28 years.
+    return Schedule(written, CRON, tz, crontab=crontab, _wall=wall)
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_crontab(expression: str) -> tuple[Crontab, BaseTrigger]:
+    """The crontab and its trigger, read once per text: 10,000 routines share a few hundred
+    schedules, and reading the routines file checks each one (the trigger is never changed)."""
+    crontab = parse_crontab(expression)
+    return crontab, _wall_trigger(crontab)
 
 
 _CRON_HINT = (
