@@ -19,19 +19,10 @@ hand alike:
 time zone; a number is read as unix time); an entry without it counts from the file's last
 change. It anchors an ``every`` series and is where catching up on missed runs starts.
 
-Nothing the user wrote is lost: a writer reads the file, changes only the entry concerned
-(entries tars cannot read, and keys it does not know, are written back as they were), refuses to
-write over a file that is not valid TOML, and replaces the file in one step (temp file, fsync,
-rename): a failed write (a full disk) leaves the old file as it was. The replace is a compare and
-swap against other processes (an editor, a second tarsctl): right before the rename the file is
-read again, and when it changed since it was read, the change is made again on what is there now;
-an edit written into the old file just after the rename (an editor appending to the file it had
-open) is noticed on that file and merged the same way.
-
-The file is read only when it is a regular file (a FIFO there would block tarsd, a folder or a
-device is named as the problem), through a symlink as well: a routines file kept in a dotfiles
-repository and linked from beside the config stays a link, and tars writes to the file it points
-to, atomically, in that file's folder.
+Nothing the user wrote is lost: a writer changes only the entry concerned (entries tars cannot
+read, and keys it does not know, are written back as they were), refuses to write over a file
+that is not valid TOML or not a regular file, and replaces the file in one step, as a compare and
+swap with any other writer, through a symlink to the file it points to (tarsd/routines/toml_file.py).
 """
 
 from __future__ import annotations
@@ -39,13 +30,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
-import secrets
-import stat
 import threading
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -53,11 +40,10 @@ from pathlib import Path
 from typing import TypeVar, get_args
 from zoneinfo import ZoneInfo
 
-import tomli_w
-
 from tarsd.config.settings import DeliveryTarget
 from tarsd.routines.note_target import NOTE_HINT, heading_problem, note_problem
 from tarsd.routines.schedule import ScheduleError, parse_schedule
+from tarsd.routines.toml_file import FileProblem, TomlFile
 
 ROUTINES_FILE_NAME = "routines.toml"
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # whole names only: fullmatch (a name ending in a newline is not one)
@@ -122,21 +108,6 @@ def routines_path(routines_file: str, config_file: Path) -> Path:
     return Path(routines_file).expanduser() if routines_file else Path(config_file).expanduser().parent / ROUTINES_FILE_NAME
 
 
-@dataclass
-class _Read:
-    """The routines file as one read saw it: its bytes, its identity, and the open file (to
-    notice a write into it after it was replaced)."""
-
-    data: bytes
-    stamp: tuple[int, int, int] | None  # (inode, mtime_ns, size); None: there was no file
-    fd: int | None
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
 class Book:
     """The routines of the routines file. ``load`` is cheap when the file did not change (a stat);
     ``version`` goes up each time it was read again, so a caller can tell that it changed.
@@ -151,7 +122,7 @@ class Book:
         self.vault = Path(vault) if vault is not None else None
         self.problem = ""
         self.version = 0
-        self.redone = 0  # writes made again because another writer changed the file meanwhile
+        self.file = TomlFile(self.path, (ROUTINE_TABLE, REMINDER_TABLE))
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._routines: list[Routine] = []
@@ -194,39 +165,24 @@ class Book:
 
     def _read_raw(self) -> dict:
         """The file as TOML; {} when it is not there. RoutineError when it cannot be read or parsed."""
-        read = self._read()
-        read.close()
-        return self._parse(read.data)
+        try:
+            return self.file.read()
+        except FileProblem as exc:
+            raise RoutineError(str(exc), exc.hint) from exc
 
-    def _read(self) -> _Read:
-        """The file's bytes, read only from a regular file (through a symlink), never blocking: a
-        FIFO, a folder or a device there is a RoutineError that says so."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return _Read(b"", None, None)
-        except OSError as exc:
-            raise RoutineError(f"cannot read {self.path}: {exc.strerror or exc}", "check the file's permissions") from exc
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise RoutineError(f"{self.path} is not a regular file ({_kind(info.st_mode)})", _NOT_A_FILE)
-            data = _read_all(fd)
-            if max(info.st_size, len(data)) > MAX_FILE_BYTES:
-                raise RoutineError(f"{self.path} is over {MAX_FILE_BYTES:,} bytes, more than a routines file can be", _TOO_LARGE)
-        except OSError as exc:
-            os.close(fd)
-            raise RoutineError(f"cannot read {self.path}: {exc.strerror or exc}", "check the file") from exc
-        except BaseException:
-            os.close(fd)
-            raise
-        return _Read(data, (info.st_ino, info.st_mtime_ns, info.st_size), fd)
+    def _change(self, apply: Callable[[dict], Result]) -> Result:
+        """Read the file, ``apply`` a change to it (a RoutineError from it changes nothing), write
+        it back (toml_file.py: a compare and swap with any other writer)."""
+        with self._lock:
+            try:
+                return self.file.change(apply)
+            except FileProblem as exc:
+                raise RoutineError(str(exc), exc.hint) from exc
 
-    def _parse(self, data: bytes) -> dict:
-        try:
-            return tomllib.loads(data.decode("utf-8", errors="replace"))
-        except tomllib.TOMLDecodeError as exc:
-            raise RoutineError(f"{self.path} is not valid TOML: {exc}", "fix the line named, or restore the file") from exc
+    @property
+    def redone(self) -> int:
+        """Writes made again because another writer changed the file meanwhile."""
+        return self.file.redone
 
     def _decode_all(self, raw: dict) -> tuple[list[Routine], list[str]]:
         routines: list[Routine] = []
@@ -455,95 +411,6 @@ class Book:
                 entry[spec.name] = list(value) if isinstance(value, tuple) else value
         return entry
 
-    def _change(self, apply: Callable[[dict], Result]) -> Result:
-        """Read the file, ``apply`` a change to it (a RoutineError from it changes nothing), write it
-        back: a compare and swap with any other writer (the module's docstring)."""
-        with self._lock:
-            late: dict | None = None  # an edit that reached the replaced file after our write: still to bring in
-            result: Result | None = None
-            for _ in range(_TRIES):
-                read = self._read_for_writing()
-                try:
-                    raw = self._parse_for_writing(read.data)
-                    if late is None:
-                        result = apply(raw)
-                    else:
-                        _merge(raw, late)  # our change is in the file already
-                    outcome, replaced = self._write(raw, read)
-                finally:
-                    read.close()
-                if outcome == _WRITTEN:
-                    return result  # type: ignore[return-value]  # apply ran in the first round that got this far
-                self.redone += 1
-                if outcome == _LATE:
-                    late = _merged_edits(late, self._parse_quietly(read.data), self._parse_quietly(replaced))
-            raise RoutineError(f"{self.path} kept changing while tars wrote it; nothing was changed", "try again once it is still")
-
-    def _parse_quietly(self, data: bytes) -> dict:
-        try:
-            return self._parse(data)
-        except RoutineError:
-            return {}  # half an edit: nothing of it can be brought in
-
-    def _read_for_writing(self) -> _Read:
-        """The file as it is now; a file that cannot be read is never written over."""
-        try:
-            return self._read()
-        except RoutineError as exc:
-            raise RoutineError(f"nothing was changed: {exc}", exc.hint) from exc
-
-    def _parse_for_writing(self, data: bytes) -> dict:
-        try:
-            return self._parse(data)
-        except RoutineError as exc:
-            raise RoutineError(f"nothing was changed: {exc}", exc.hint) from exc
-
-    def _write(self, raw: dict, read: _Read) -> tuple[str, bytes]:
-        """The whole file at once, through a symlink to the file it points to: a temp file beside
-        that (0600, fsynced), renamed over it, unless the file is no longer what ``read`` saw
-        (_CHANGED). After the rename, a write into the file replaced (an editor appending to it)
-        is _LATE, with that file's bytes. On any failure the temp file goes and the old file stays
-        as it was."""
-        raw = {table: entries for table, entries in raw.items() if not (table in (ROUTINE_TABLE, REMINDER_TABLE) and entries == {})}
-        data = tomli_w.dumps(raw).encode("utf-8")
-        target = Path(os.path.realpath(self.path))
-        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                if not self._unchanged(read):
-                    temp.unlink()
-                    return _CHANGED, b""
-                os.replace(temp, target)
-            except BaseException:
-                temp.unlink(missing_ok=True)
-                raise
-        except OSError as exc:
-            raise RoutineError(
-                f"cannot write {self.path}: {exc.strerror or exc}; nothing was changed",
-                "free some disk space or fix the folder's permissions, then try again",
-            ) from exc
-        _sync_folder(target.parent)
-        if read.fd is not None and read.stamp is not None:
-            info = os.fstat(read.fd)
-            if (info.st_mtime_ns, info.st_size) != read.stamp[1:]:
-                return _LATE, _read_all(read.fd)
-        return _WRITTEN, b""
-
-    def _unchanged(self, read: _Read) -> bool:
-        """The file is still what ``read`` saw (the same file, the same bytes)."""
-        try:
-            now = self._read()
-        except RoutineError:
-            return False  # swapped for something that is not a file: the next try says what
-        now.close()
-        return now.stamp == read.stamp and now.data == read.data
-
     def _written(self, name: str) -> Routine:
         found = self.get(name)
         if found is None:  # only if the file changed again between the write and this read
@@ -553,76 +420,6 @@ class Book:
         return found
 
 
-_WRITTEN, _CHANGED, _LATE = "written", "changed", "late"
-_NOT_A_FILE = "put a TOML file there (a symlink to one is fine), or set [routines] file to where it is"
-_TOO_LARGE = "move what is not routines out of it"
-
-
-def _merged_edits(earlier: dict | None, before: dict, after: dict) -> dict:
-    """What an edit changed from ``before`` to ``after``, entry by entry ([routine.NAME] and
-    [reminder.NAME]; other keys whole), added to ``earlier`` such edits: {(table, name): entry,
-    or None when removed; (key,): value}."""
-    edits = dict(earlier or {})
-    for key in before.keys() | after.keys():
-        if key in (ROUTINE_TABLE, REMINDER_TABLE) and isinstance(before.get(key, {}), dict) and isinstance(after.get(key, {}), dict):
-            old, new = before.get(key, {}), after.get(key, {})
-            for name in old.keys() | new.keys():
-                if old.get(name) != new.get(name):
-                    edits[(key, name)] = new.get(name)
-        elif before.get(key) != after.get(key):
-            edits[(key,)] = after.get(key)
-    return edits
-
-
-def _merge(raw: dict, edits: dict) -> None:
-    for where, value in edits.items():
-        if len(where) == 2:
-            table = raw.setdefault(where[0], {})
-            if isinstance(table, dict):
-                if value is None:
-                    table.pop(where[1], None)
-                else:
-                    table[where[1]] = value
-        elif value is None:
-            raw.pop(where[0], None)
-        else:
-            raw[where[0]] = value
-
-
-def _read_all(fd: int) -> bytes:
-    chunks, offset = [], 0
-    while chunk := os.pread(fd, 1 << 20, offset):
-        chunks.append(chunk)
-        offset += len(chunk)
-        if offset > MAX_FILE_BYTES:
-            break
-    return b"".join(chunks)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO: reading it would wait for a writer"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device"
-
-
 def _entries(raw: dict, table: str) -> dict:
     entries = raw.get(table, {})
     return entries if isinstance(entries, dict) else {}
-
-
-def _sync_folder(folder: Path) -> None:
-    """The rename itself survives a power cut once the folder is synced (where the system allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tarsd.routines.book import Book, Routine, RoutineError
+from tarsd.routines.toml_file import TomlFile
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -145,6 +146,7 @@ import resource, signal, sys, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 from tarsd.routines.book import Book, Routine, RoutineError
+from tarsd.routines.toml_file import TomlFile
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 50}, resource.RLIM_INFINITY))
 book = Book(Path({str(path)!r}), ZoneInfo("Europe/Berlin"))
@@ -319,12 +321,12 @@ def test_a_hand_editor_racing_adds_loses_no_entry(tmp_path):
     print(f"{redone} of {TRIALS} writes made again because the editor had changed the file")
 
 
-class EditedAt(Book):
-    """A book whose file another writer appends to at a chosen moment of a write: ``before``, just
+class EditedAt(TomlFile):
+    """A routines file another writer appends to at a chosen moment of a write: ``before``, just
     before the check that precedes the rename; ``after``, between that check and the rename."""
 
     def __init__(self, path, moment: str):
-        super().__init__(path, BERLIN)
+        super().__init__(path, ("routine", "reminder"))
         self.moment, self.edits = moment, 0
 
     def _append(self) -> None:
@@ -345,7 +347,8 @@ class EditedAt(Book):
 def test_an_edit_made_during_a_write_is_kept(tmp_path, moment):
     path = tmp_path / "routines.toml"
     path.write_text('[routine.first]\nschedule = "every 2h"\nprompt = "hi"\n', encoding="utf-8")
-    book = EditedAt(path, moment)
+    book = Book(path, BERLIN)
+    book.file = edited = EditedAt(path, moment)
     book.add(brief())
     assert {r.name for r in Book(path, BERLIN).load()} == {"first", "by-hand-1", "morning-brief"}
-    assert book.redone == 1 and book.edits == 1
+    assert book.redone == 1 and edited.edits == 1
