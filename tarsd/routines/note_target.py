@@ -23,6 +23,7 @@ _LINK_MARKS = ("#", "^", "|", "[[", "]]", "\\")
 # "#" that a blank precedes (so "## C#" is the heading "C#", and "## notes ##" is "notes").
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 MAX_HEADING = 200
+MAX_NOTE_PATH = 500
 
 
 def heading_of(line: str) -> tuple[int, str] | None:
@@ -40,6 +41,8 @@ def note_problem(template: str, vault: Path | None = None, when: datetime | None
     rel = template.strip()
     if not rel:
         return ""  # the config's [routines] note is used
+    if len(rel) > MAX_NOTE_PATH:
+        return f"the note's path is {len(rel):,} characters long; at most {MAX_NOTE_PATH}"
     if rel.startswith(("/", "~")) or re.match(r"[A-Za-z]:[\\/]", rel):
         return f"the note {rel!r} is not a path inside the vault"
     if any(part == ".." for part in rel.split("/")):

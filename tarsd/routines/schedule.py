@@ -93,6 +93,7 @@ _MAX_COUNT_DIGITS = 12  # "in 99999999999999999999 d": refused as too far before
 MAX_INTERVAL = timedelta(days=366)  # a longer wait is a yearly crontab ("0 9 1 1 *") or a one-shot
 HORIZON_YEARS = 10
 HORIZON = timedelta(days=3653)  # a one-shot or a reminder at most this far ahead
+MAX_TEXT = 1000  # characters of a schedule or a time: a crontab's longest list is far shorter
 # Catch-up looks back from now for the latest occurrence in windows that double from this size.
 _FIRST_WINDOW = timedelta(minutes=1)
 _WALKED = 4  # fire times walked one by one before the span left is halved instead
@@ -306,6 +307,8 @@ def parse_schedule(text: str, tz: ZoneInfo, now: datetime, min_interval: float |
     seconds (None: no least) or longer than MAX_INTERVAL is refused."""
     if not isinstance(text, str):
         raise ScheduleError("the schedule must be text in quotes")
+    if len(text) > MAX_TEXT:
+        raise ScheduleError(f"the schedule is {len(text):,} characters long; at most {MAX_TEXT:,}")
     written = " ".join(text.split())
     lowered = written.lower()
     if not lowered:
@@ -364,8 +367,8 @@ def parse_when(text: str, tz: ZoneInfo, now: datetime) -> datetime:
     """When a reminder is due: "HH:MM" (today in ``tz``, tomorrow once that has passed), a date
     and time (without an offset: in ``tz``), or "in N UNIT" from ``now``. A time past is refused,
     and one more than HORIZON ahead."""
-    if not isinstance(text, str):
-        raise ScheduleError("the time must be text", WHEN_HINT)
+    if not isinstance(text, str) or len(text) > MAX_TEXT:
+        raise ScheduleError(f"the time must be text of at most {MAX_TEXT:,} characters", WHEN_HINT)
     written = " ".join(text.split())
     lowered = written.lower()
     local_now = now.astimezone(tz)
