@@ -169,7 +169,7 @@ class Schedule:
     def latest_between(self, after: datetime, until: datetime, anchor: datetime) -> datetime | None:
         """The last fire time in (after, until], without walking every one since ``after`` (a
         routine every 30 s, offline for a week): windows back from ``until`` double until one holds
-        a fire time, then the few in it are walked."""
+        a fire time, then the last in it is found (_latest_in)."""
         try:
             after, until, anchor = after.astimezone(UTC), until.astimezone(UTC), anchor.astimezone(UTC)
             if until <= after:
