@@ -272,10 +272,13 @@ def settle(args: argparse.Namespace) -> str | None:
     if args.command == "inbox" and not 1 <= args.limit <= 1000:
         return "-n must be between 1 and 1000"
     if args.command == "remind":
-        from tarsctl.routine_times import WHEN_FORMS, split_when
+        from tarsctl.routine_times import WHEN_FORMS, split_when, when_problem
 
         args.when, words = split_when([utf8(args.when), *args.text])
         args.text = " ".join(words).strip()
+        problem = when_problem(args.when)
+        if problem:
+            return f"{problem}: tarsctl remind in 20 min tea"
         if not args.text:
             return f"say what to remind you of after WHEN ({WHEN_FORMS}): tarsctl remind in 20 min tea"
     if args.command == "forget" and not 1 <= args.limit <= 50:
@@ -328,7 +331,7 @@ def _add_setup_commands(commands) -> None:
     )
 
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(h|d|w|m|y)$")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|d|w|m|y)")
 _DURATION_SECONDS = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
 
 
@@ -343,7 +346,7 @@ def parse_when(text: str, now: float | None = None) -> float:
     if value in ("today", "yesterday"):
         midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
         return (midnight - timedelta(days=1 if value == "yesterday" else 0)).timestamp()
-    if match := _DURATION.match(value):
+    if match := _DURATION.fullmatch(value):
         return now - float(match.group(1)) * _DURATION_SECONDS[match.group(2)]
     try:
         return datetime.fromisoformat(text.strip()).timestamp()

@@ -12,7 +12,8 @@ import time
 
 import msgspec
 
-from tarsctl.client import Client
+from tarsctl.arguments import print_remote_error
+from tarsctl.client import Client, RemoteError
 from tarsctl.protocol import (
     Inbox,
     InboxMessage,
@@ -113,8 +114,15 @@ def _listed(values: list[str] | None) -> list[str] | None:
 
 
 def remind_command(client: Client, args) -> int:
-    """tarsctl remind WHEN TEXT... [--to CHANNEL]..."""
-    saved = client.call(Remind(id=client.next_id(), when=args.when, text=args.text, to=_listed(args.to) or []))
+    """tarsctl remind WHEN TEXT... [--to CHANNEL]... (WHEN's shape was checked with the arguments);
+    a WHEN or a target tarsd refuses is a usage error too (exit 2): the time has passed, is too far."""
+    try:
+        saved = client.call(Remind(id=client.next_id(), when=args.when, text=args.text, to=_listed(args.to) or []))
+    except RemoteError as exc:
+        if exc.error.code != "bad_request":
+            raise
+        print_remote_error(exc.error.message, exc.error.hint)
+        return EXIT_USAGE
     if args.json:
         emit_json(saved)
         return EXIT_OK
@@ -124,12 +132,16 @@ def remind_command(client: Client, args) -> int:
 
 def remind(client: Client, words: list[str], out=sys.stdout, err=sys.stderr) -> int:
     """The REPL's /remind WHEN TEXT, to the default targets."""
-    from tarsctl.routine_times import WHEN_FORMS, split_when
+    from tarsctl.routine_times import WHEN_FORMS, split_when, when_problem
 
     when, rest = split_when(words)
     text = " ".join(rest).strip()
     if not when or not text:
         print(f"usage: /remind WHEN TEXT, WHEN being {WHEN_FORMS}", file=err)
+        return EXIT_USAGE
+    problem = when_problem(when)
+    if problem:
+        print(f"/remind: {problem}", file=err)
         return EXIT_USAGE
     saved = client.call(Remind(id=client.next_id(), when=when, text=text))
     print(reminder_set(saved, saved.timezone, "tarsctl routines rm"), file=out)

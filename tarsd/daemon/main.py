@@ -292,7 +292,9 @@ class Daemon:
 
         settings = self.config.routines
         self.routine_tz = user_timezone(settings.timezone)
-        self.routine_book = Book(routines_path(settings.file, self.config_file), self.routine_tz)
+        self.routine_book = Book(
+            routines_path(settings.file, self.config_file), self.routine_tz, settings.min_interval_seconds, self.config.vault_path
+        )
         self.ledger = Ledger(self.engine.store)
         self.assistant.open_routines(self.routine_book, self._routines_changed)
 

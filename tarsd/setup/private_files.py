@@ -15,8 +15,8 @@ import re
 import stat
 from pathlib import Path
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # with fullmatch
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 MAX_SECRET_FILE_BYTES = 64 * 1024
 
 
@@ -59,7 +59,7 @@ def read_env_file(path_text: str) -> dict[str, str]:
     for number, line in _read_private(path_text, "env_file"):
         key, sep, value = line.removeprefix("export ").partition("=")
         key, value = key.strip(), value.strip()
-        if not sep or not _ENV_NAME.match(key):
+        if not sep or not _ENV_NAME.fullmatch(key):
             raise SecretFileError(f"env_file {path_text} line {number}: expected KEY=VALUE (letters, digits and _ in KEY)")
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
@@ -73,7 +73,7 @@ def read_headers_file(path_text: str) -> dict[str, str]:
     for number, line in _read_private(path_text, "headers_file"):
         name, sep, value = line.partition(":")
         name, value = name.strip(), value.strip()
-        if not sep or not _HEADER_NAME.match(name):
+        if not sep or not _HEADER_NAME.fullmatch(name):
             raise SecretFileError(f"headers_file {path_text} line {number}: expected 'Name: value' (an HTTP header)")
         found[name] = value
     return found

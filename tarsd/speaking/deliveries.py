@@ -152,7 +152,8 @@ class Deliveries:
                 raise DeliveryFailed(str(exc)) from None
             return
         if target.startswith("note:"):
-            rel, _, heading = target.removeprefix("note:").rpartition("#")
+            # At the first "#": a note path has none (tarsd/routines/note_target.py), a heading may ("C# notes").
+            rel, _, heading = target.removeprefix("note:").partition("#")
             if not rel:
                 note_path("", datetime.now(self.tz))  # raises, saying which setting names the note
             block = entry(item.title or item.source, item.text, datetime.fromtimestamp(item.created_at, self.tz))

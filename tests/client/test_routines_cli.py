@@ -128,7 +128,7 @@ def test_bad_input_says_what_is_wrong_and_which_forms_work(start_daemon, tmp_pat
     assert routines_file(daemon).get("routine", {}).get("dawn") is None
 
     bad = daemon.tarsctl("remind", "at", "noon", "lunch")
-    assert bad.returncode == 1 and "in 20 min" in bad.stderr and "15:00" in bad.stderr
+    assert bad.returncode == 2 and "in 20 min" in bad.stderr and "15:00" in bad.stderr  # a WHEN typed wrong: usage
 
     missing = daemon.tarsctl("routines", "add", "dawn", "--schedule", "30 7 * * *")
     assert missing.returncode == 2 and "--prompt" in missing.stderr

@@ -76,7 +76,7 @@ def start_daemon(root: Path, telegram: FakeTelegram, ollama: FakeOllama, extra: 
     private(state / "telegram_token", TOKEN)
     config = tools
     config += f"\n[telegram]\nenabled = true\nallowed_users = [{ME}]\napi_url = {json.dumps(telegram.url)}\npoll_timeout_seconds = 1\n"
-    config += '\n[routines]\ntimezone = "Europe/Berlin"\n' + extra
+    config += '\n[routines]\ntimezone = "Europe/Berlin"\nmin_interval_seconds = 1\n' + extra
     (state / "config.toml").write_text(config)
     env = {"TARS_CHAT_OLLAMA_HOST": ollama.url, "TARS_CHAT_OLLAMA_MODEL": "fake-chat", "TARS_CHAT_MAX_RETRIES": "0"}
     return TarsDaemon(vault, state, MODEL_DIR, "none", env).start()

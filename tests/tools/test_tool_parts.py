@@ -39,7 +39,7 @@ def test_names_keep_to_the_providers_rules_and_stay_unique_and_stable():
     assert len(long) == 64 and long == exposed_name("server", "x" * 200, set())  # the same after a restart
     assert long != exposed_name("server", "x" * 199, set())
     for name in (first, second, long, exposed_name("s", "ünïcode tool/😀", set()), exposed_name("s", "!!!", set())):
-        assert NAME_RULE.match(name), name
+        assert NAME_RULE.fullmatch(name), name
     assert server_name_problem("todoist") == "" and "1-32 letters" in server_name_problem("my server")
 
 
@@ -269,3 +269,15 @@ def test_a_misspelt_key_in_a_server_table_is_named_at_start(tmp_path):
     config.write_text('[mcp.servers.todoist]\ncomand = ["npx", "-y", "@doist/todoist-mcp"]\n')
     with pytest.raises(ConfigError, match=r"\[mcp.servers.todoist\] has no key .comand."):
         load_config(config, env={})
+
+
+def test_names_are_matched_whole_a_final_newline_is_not_part_of_a_name(tmp_path):
+    """'^...$' with re.match lets "name\\n" through ('$' matches before a final newline): whole matches only."""
+    assert "1-32 letters" in server_name_problem("todoist\n")
+    assert not NAME_RULE.fullmatch("todoist_get_tasks\n")
+    from tarsd.vault.files import remove_litter
+
+    (tmp_path / ".note.md.tars-tmp\n").write_text("a user's file with an odd name")
+    (tmp_path / ".note.md.tars-tmp").write_text("tars's own, left by a kill")
+    assert remove_litter(tmp_path, older_than=float("inf")) == [".note.md.tars-tmp"]
+    assert (tmp_path / ".note.md.tars-tmp\n").exists()
