@@ -265,7 +265,8 @@ async def preview_schedule(daemon: DaemonParts, request: PreviewSchedule, _peer:
         edited = daemon.routine_book.get(request.name) if request.name else None
         anchor = datetime.fromtimestamp(edited.created, UTC) if edited is not None else now
         try:
-            schedule = parse_schedule(request.schedule, tz, now)
+            # The minimum interval too: the page must refuse what saving would refuse.
+            schedule = parse_schedule(request.schedule, tz, now, min_interval=daemon.routine_book.min_interval_seconds)
             runs: list[float] = []
             after = now
             while len(runs) < request.runs and (run := schedule.next_after(after, anchor)) is not None:
