@@ -1,0 +1,367 @@
+"""The review's model-free checks of Memory.md as a whole: duplicates, lines that update each
+other, lines whose time has passed, and a file past its budget. Each finds *findings*; the review
+(tarsd/memory/review.py) turns them into proposals the user approves or rejects.
+
+- **Duplicates**: two lines that say the same fact. The judge ``remember`` uses (facts.compare,
+  with the line vectors when they are loaded) on the lines with units, times and dates written
+  one way; and two lines about the same thing of the same person saying the same of it in other
+  words ("Anna lives in Cork", "Anna (sister) is based in Cork"), or one saying all the other says
+  and more. One line of each group is kept: the user's own before one tars wrote, before one the
+  model noted; then the first in the file.
+- **Updates**: two lines about the same thing of the same person with another value ("Gym locker:
+  14", "New gym locker: 16"): the older is superseded by the newer. Newer is the later stamp date,
+  else the one the review saw first later, else the one saying it changed ("moved to", "now"),
+  else the later in the file.
+- **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), or
+  holding words of a passing state ("on call this week", "currently reading Dune", "until Friday")
+  written long enough ago. When it was written is its stamp's date, else the day the review first
+  saw it (review_store.py keeps that); a line the review has never seen before is given no age.
+- **Budget**: the part of the file in every prompt (the whole file up to [memory] prompt_lines)
+  is past its budget: the largest sections but the core are proposed to move to a note of their
+  own, linked from where they stood.
+
+Comparing every pair of a 1,000-line file with the judge would take seconds, so pairs are taken
+only where two lines share a person, a predicate, a value or a rare word (an index of each), and,
+with the vectors, where their cosine is high.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from tarsd.memory import facts
+from tarsd.memory.lines import MemoryLine
+from tarsd.memory.review_words import DURABLE, EVENT, UNTIL_DAY, WEEKDAYS, Names, Reading, read, transient_days
+
+DUPLICATE, SUPERSEDE, EXPIRED, BUDGET = "duplicate", "supersede", "expired", "budget"
+REMOVING = (DUPLICATE, SUPERSEDE, EXPIRED)
+
+# A key shared by more lines than this is too common to pair them by ("work", "likes").
+COMMON_KEY = 60
+# With the vectors: each line's nearest lines at or above this cosine are compared too.
+NEAR_COSINE = 0.8
+NEAR_COUNT = 4
+# Words of a passing state: how long after their day a line is proposed (a margin for a stamp's day
+# or the review's first sight of a line, which may be a week after it was written).
+GRACE_DAYS = 7
+# A date without a year is the first such day from this long before the line was written.
+DATE_LOOKBACK_DAYS = 14
+WORD_OVERLAP = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str  # duplicate | supersede | expired | budget
+    line: int  # index (in the lines given) of the line it would remove; budget: the first line of the section
+    keep: int = -1  # duplicate, supersede: the line that stays
+    why: str = ""
+    section: str = ""  # budget: the section proposed to move
+    lines: tuple[int, ...] = ()  # budget: the lines that move
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the checks know beside the lines: today, when each line was written (its stamp) or
+    first seen by a review, and the cosine between two lines when the vectors are loaded."""
+
+    today: date
+    first_seen: Callable[[MemoryLine], date | None] = lambda _line: None
+    cosine: Callable[[int, int], float | None] | None = None
+    neighbours: Callable[[int], Sequence[int]] | None = None
+
+
+def written(line: MemoryLine, context: Context) -> date | None:
+    if line.stamp is not None:
+        try:
+            return date.fromisoformat(line.stamp.date)
+        except ValueError:
+            pass
+    return context.first_seen(line)
+
+
+def readings(lines: Sequence[MemoryLine]) -> list[Reading]:
+    names = Names([line.text for line in lines])
+    return [read(line.text, names) for line in lines]
+
+
+# ---- pairs worth comparing ----
+
+
+def candidate_pairs(readings: Sequence[Reading], context: Context) -> set[tuple[int, int]]:
+    """Pairs (i < j) that share a person, a predicate, a value or a word, or are near in meaning."""
+    index: dict[str, list[int]] = defaultdict(list)
+    for i, reading in enumerate(readings):
+        if len(reading.text) > facts.LONG_LINE_CHARS:
+            continue
+        keys = {f"k:{reading.fact.key}"}
+        if reading.subject:
+            keys.add(f"s:{reading.subject}")
+        else:
+            keys |= {f"c:{cue}" for cue in reading.cues} | {f"w:{word}" for word in reading.words} | {f"v:{v}" for v in reading.values}
+            keys |= {f"x:{word}" for word in reading.value_words}
+        for key in keys:
+            index[key].append(i)
+    pairs: set[tuple[int, int]] = set()
+    for key, members in index.items():
+        if len(members) < 2 or (len(members) > COMMON_KEY and not key.startswith("k:")):
+            continue
+        for position, i in enumerate(members):
+            for j in members[position + 1 :]:
+                pairs.add((i, j))
+    if context.neighbours is not None:
+        for i in range(len(readings)):
+            for j in context.neighbours(i):
+                if i != j:
+                    pairs.add((min(i, j), max(i, j)))
+    return pairs
+
+
+# ---- one pair ----
+
+
+def _typo_equal(a: str, b: str) -> bool:
+    """Two words a typo apart (one letter dropped, added, changed or two swapped), both 5 letters or more."""
+    if a == b:
+        return True
+    if min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [k for k in range(len(a)) if a[k] != b[k]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:k] + long[k + 1 :] == short for k in range(len(long)))
+
+
+def _same_words(a: frozenset[str], b: frozenset[str]) -> bool:
+    if a == b:
+        return True
+    left, right = set(a - b), set(b - a)
+    for word in list(left):
+        match = next((other for other in right if _typo_equal(word, other)), None)
+        if match is not None:
+            left.discard(word)
+            right.discard(match)
+    return not left and not right
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    shared = sum(1 for word in a if any(_typo_equal(word, other) for other in b))
+    return shared / len(a | b) if shared else 0.0
+
+
+def _about_the_same(a: Reading, b: Reading) -> bool:
+    """The same thing of the same person: the same predicate, or (with none) mostly the same words."""
+    if a.subject != b.subject:
+        return False
+    if a.cues and b.cues:
+        return bool(a.cues & b.cues)
+    if a.cues or b.cues:
+        return False
+    return _overlap(a.words, b.words) >= WORD_OVERLAP
+
+
+def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
+    """duplicate, supersede (one updates the other), or None (different facts, or unsure)."""
+    verdict = facts.compare(a.fact, b.fact, cosine)
+    if verdict.kind == facts.DUPLICATE:
+        return DUPLICATE
+    if a.past != b.past or a.negated != b.negated:
+        return None
+    if not _about_the_same(a, b):
+        return None
+    same_values = a.values == b.values and _same_words(a.value_words, b.value_words)
+    if same_values:
+        if a.cues or b.cues or _same_words(a.words, b.words):
+            return DUPLICATE
+        return None
+    only_a = (a.values - b.values) | (a.value_words - b.value_words)
+    only_b = (b.values - a.values) | (b.value_words - a.value_words)
+    if only_a and only_b:
+        return SUPERSEDE if _comparable(only_a, only_b) else None
+    return None
+
+
+def _kind_of(value: str) -> str:
+    if value.startswith("tel"):
+        return "tel"
+    if value.startswith("at") and value[2:].isdigit():
+        return "time"
+    if value.startswith("on") and value[2:].isdigit():
+        return "date"
+    if value.startswith("eur"):
+        return "money"
+    if value[:1].isdigit():
+        unit = value.lstrip("0123456789.")
+        return f"number{unit}"
+    return "word"
+
+
+def _comparable(left: set[str], right: set[str]) -> bool:
+    """Values of one kind on both sides (a number for a number, a name for a name)."""
+    return bool({_kind_of(v) for v in left} & {_kind_of(v) for v in right})
+
+
+# ---- the checks ----
+
+
+def _rank(line: MemoryLine) -> tuple[int, int]:
+    """Which line of a group of duplicates stays: the user's own, then one tars wrote, then the
+    model's; the first in the file."""
+    who = 0 if line.stamp is None else 2 if line.stamp.by_model else 1
+    return (who, line.index)
+
+
+def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> int:
+    """Of two lines with two values of one thing, the newer."""
+    wi, wj = written(lines[i], context), written(lines[j], context)
+    if wi is not None and wj is not None and wi != wj:
+        return i if wi > wj else j
+    if rs[i].change != rs[j].change:
+        return i if rs[i].change else j
+    return i if lines[i].index > lines[j].index else j
+
+
+def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> list[Finding]:
+    """Duplicates and supersedes, each line removed at most once, never the line another keeps."""
+    duplicates: dict[int, set[int]] = defaultdict(set)
+    superseded: dict[int, int] = {}  # old -> newer
+    for i, j in sorted(candidate_pairs(rs, context)):
+        cosine = context.cosine(i, j) if context.cosine is not None else None
+        kind = relate(rs[i], rs[j], cosine)
+        if kind == DUPLICATE:
+            duplicates[i].add(j)
+            duplicates[j].add(i)
+        elif kind == SUPERSEDE:
+            newer = _newer(i, j, lines, rs, context)
+            older = j if newer == i else i
+            superseded[older] = newer
+    found: list[Finding] = []
+    removed: set[int] = set()
+    # Supersedes first: a line updated by another goes, with its restatements.
+    for older in sorted(superseded):
+        newest = superseded[older]
+        seen = {older}
+        while newest in superseded and newest not in seen:  # a chain of updates: keep the last
+            seen.add(newest)
+            newest = superseded[newest]
+        if newest in superseded:  # a cycle: unsure which is the newer
+            continue
+        removed.add(older)
+        found.append(Finding(SUPERSEDE, older, newest, _supersede_why(lines[older], lines[newest], rs[older], rs[newest])))
+    visited: set[int] = set()
+    for start in sorted(duplicates):
+        if start in visited:
+            continue
+        group, stack = set(), [start]
+        while stack:
+            k = stack.pop()
+            if k in group:
+                continue
+            group.add(k)
+            stack.extend(duplicates[k] - group)
+        visited |= group
+        alive = [k for k in group if k not in removed]
+        if len(alive) < 2:
+            continue
+        keep = min(alive, key=lambda k: _rank(lines[k]))
+        for k in sorted(alive):
+            if k != keep:
+                removed.add(k)
+                found.append(Finding(DUPLICATE, k, keep, _duplicate_why(lines[k], lines[keep])))
+    # Never keep a line that another finding removes.
+    return [f for f in found if f.keep not in removed]
+
+
+def _supersede_why(old: MemoryLine, new: MemoryLine, ro: Reading, rn: Reading) -> str:
+    was = sorted((ro.values - rn.values) | (ro.value_words - rn.value_words))
+    now = sorted((rn.values - ro.values) | (rn.value_words - ro.value_words))
+    return f"line {new.index + 1} says it now ({', '.join(now)} where this says {', '.join(was)})"
+
+
+def _duplicate_why(line: MemoryLine, keep: MemoryLine) -> str:
+    return f"line {keep.index + 1} says the same"
+
+
+def find_expired(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> list[Finding]:
+    found = []
+    for i, (line, reading) in enumerate(zip(lines, rs, strict=True)):
+        why = expired(line, reading, context)
+        if why:
+            found.append(Finding(EXPIRED, i, why=why))
+    return found
+
+
+def expired(line: MemoryLine, reading: Reading, context: Context) -> str:
+    """Why a line's time has passed, or "" when it has not (or cannot be told)."""
+    text = reading.text
+    if reading.past or DURABLE.search(text):
+        return ""
+    wrote = written(line, context)
+    today = context.today
+    if reading.dates and EVENT.search(text):
+        days = []
+        for mention in reading.dates:
+            if mention.year is not None:
+                days.append(mention.on(mention.year))
+            elif wrote is not None:
+                days.append(_next_on(mention, wrote - timedelta(days=DATE_LOOKBACK_DAYS)))
+            else:
+                return ""  # which year's 14 March? Not told
+        if days and all(day is not None and day < today for day in days):
+            last = max(day for day in days if day is not None)
+            return f"its date has passed ({last.isoformat()})"
+        return ""
+    if wrote is None:
+        return ""
+    if until := UNTIL_DAY.search(text):
+        weekday = WEEKDAYS.index(until.group(1).lower())
+        end = wrote + timedelta(days=(weekday - wrote.weekday()) % 7 or 7)
+        if end + timedelta(days=GRACE_DAYS) < today:
+            return f"'{until.group(0)}', written {wrote.isoformat()}"
+        return ""
+    days = transient_days(text)
+    if days is not None and wrote + timedelta(days=days + GRACE_DAYS) < today:
+        return f"a passing state, written {wrote.isoformat()}"
+    return ""
+
+
+def _next_on(mention, start: date) -> date | None:
+    for year in (start.year, start.year + 1):
+        day = mention.on(year)
+        if day is not None and day >= start:
+            return day
+    return None
+
+
+def find_budget(lines: Sequence[MemoryLine], budget_lines: int, core_section: str) -> list[Finding]:
+    """Past the budget: the largest sections but the core, largest first, until the rest fits."""
+    if budget_lines <= 0 or len(lines) <= budget_lines:
+        return []
+    sections: dict[str, list[int]] = defaultdict(list)
+    for i, line in enumerate(lines):
+        if line.section:
+            sections[line.section].append(i)
+    over = len(lines) - budget_lines
+    found = []
+    for name, members in sorted(sections.items(), key=lambda item: (-len(item[1]), item[0])):
+        if over <= 0:
+            break
+        if name.lower() == core_section.lower() or len(members) < 2:
+            continue
+        found.append(Finding(BUDGET, members[0], why=f"Memory.md has {len(lines)} lines, past its {budget_lines}", section=name, lines=tuple(members)))
+        over -= len(members) - 1  # one link line stays
+    return found
+
+
+def review_lines(lines: Sequence[MemoryLine], context: Context) -> list[Finding]:
+    """Every duplicate, supersede and expired line, model-free (no cap: the review applies it)."""
+    rs = readings(lines)
+    expired_found = find_expired(lines, rs, context)
+    gone = {f.line for f in expired_found}
+    pairs = [f for f in find_pairs(lines, rs, context) if f.line not in gone and f.keep not in gone]
+    return expired_found + pairs
