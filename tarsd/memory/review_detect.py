@@ -34,7 +34,7 @@ from datetime import date, timedelta
 
 from tarsd.memory import facts
 from tarsd.memory.lines import MemoryLine
-from tarsd.memory.review_words import DURABLE, EVENT, UNTIL_DAY, WEEKDAYS, Names, Reading, read, transient_days
+from tarsd.memory.review_words import DURABLE, EVENT, LIFE_EVENT, UNTIL_DAY, WEEKDAYS, Names, Reading, read, transient_days
 
 DUPLICATE, SUPERSEDE, EXPIRED, BUDGET = "duplicate", "supersede", "expired", "budget"
 REMOVING = (DUPLICATE, SUPERSEDE, EXPIRED)
@@ -46,7 +46,7 @@ NEAR_COSINE = 0.8
 NEAR_COUNT = 4
 # Words of a passing state: how long after their day a line is proposed (a margin for a stamp's day
 # or the review's first sight of a line, which may be a week after it was written).
-GRACE_DAYS = 7
+GRACE_DAYS = 0
 # A date without a year is the first such day from this long before the line was written.
 DATE_LOOKBACK_DAYS = 14
 WORD_OVERLAP = 0.5
@@ -162,6 +162,8 @@ def _about_the_same(a: Reading, b: Reading) -> bool:
         return bool(a.cues & b.cues)
     if a.cues or b.cues:
         return False
+    if a.subject and not a.words and not b.words:
+        return True  # "GP is Dr Rossi", "New GP: Dr Byrne"
     return _overlap(a.words, b.words) >= WORD_OVERLAP
 
 
@@ -174,19 +176,61 @@ def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
         return None
     if not _about_the_same(a, b):
         return None
-    same_values = a.values == b.values and _same_words(a.value_words, b.value_words)
+    a_values, b_values = _years_aside(a.values, b.values)
+    same_values = a_values == b_values and _same_words(a.value_words, b.value_words)
+    if _substituted(a.words, b.words):
+        # About another thing as well ("plays guitar for 10 years", "plays bass for 4"); unless both
+        # name one exact value, a time or a number (a standup "at 11:15" said in other words).
+        specific = same_values and any(_kind_of(v) in ("time", "tel", "date", "money") for v in a_values) and bool(a.words & b.words)
+        return DUPLICATE if specific else None
     if same_values:
         if a.cues or b.cues or _same_words(a.words, b.words):
             return DUPLICATE
         return None
-    only_a = (a.values - b.values) | (a.value_words - b.value_words)
-    only_b = (b.values - a.values) | (b.value_words - a.value_words)
-    if only_a and only_b:
-        return SUPERSEDE if _comparable(only_a, only_b) else None
-    return None
+    only_a = (a_values - b_values) | _unmatched(a.value_words, b.value_words)
+    only_b = (b_values - a_values) | _unmatched(b.value_words, a.value_words)
+    if not (only_a and only_b) or not _comparable(only_a, only_b):
+        return None
+    if _timed(a) or _timed(b) or LIFE_EVENT.search(a.plain) or LIFE_EVENT.search(b.plain):
+        return None  # events, passing states and life events are not values of one thing ("away until 6 January")
+    return SUPERSEDE
+
+
+def _unmatched(a: frozenset[str], b: frozenset[str]) -> set[str]:
+    """Words of ``a`` that ``b`` lacks, typos aside."""
+    return {w for w in a - b if not any(_typo_equal(w, other) for other in b)}
+
+
+def _years_aside(a: frozenset[str], b: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """A date with a year and the same day without one ("2001-04-01", "Apr 1") are one value."""
+    short_a = {v for v in a if v.startswith("on") and len(v) == 6}
+    short_b = {v for v in b if v.startswith("on") and len(v) == 6}
+    if not short_a and not short_b:
+        return a, b
+
+    def fold(values: frozenset[str], others: set[str]) -> frozenset[str]:
+        return frozenset("on" + v[6:] if v.startswith("on") and len(v) == 10 and "on" + v[6:] in others else v for v in values)
+
+    return fold(a, short_b), fold(b, short_a)
+
+
+def _substituted(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Each side has a word the other lacks (typos aside)."""
+    left = [w for w in a - b if not any(_typo_equal(w, other) for other in b)]
+    right = [w for w in b - a if not any(_typo_equal(w, other) for other in a)]
+    return bool(left and right)
+
+
+def _timed(reading: Reading) -> bool:
+    return transient_days(reading.plain) is not None or bool(reading.dates and EVENT.search(reading.plain))
+
+
+_WEEKDAY_NAMES = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
 
 
 def _kind_of(value: str) -> str:
+    if value in _WEEKDAY_NAMES:
+        return "weekday"
     if value.startswith("tel"):
         return "tel"
     if value.startswith("at") and value[2:].isdigit():
@@ -226,55 +270,81 @@ def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], c
     return i if lines[i].index > lines[j].index else j
 
 
+def _lists(rs: Sequence[Reading]) -> set[tuple]:
+    """Predicates the file holds with several values at once for one person ("wants to visit
+    Osaka again", "... Denver again", "... Lisbon again"): a list, not a value that changed. Three
+    values or more, none of them said to be a change."""
+    values: dict[tuple, set[frozenset[str]]] = defaultdict(set)
+    changed: dict[tuple, int] = defaultdict(int)
+    for reading in rs:
+        key = _signature(reading)
+        values[key].add(reading.values | reading.value_words)
+        changed[key] += reading.change
+    return {key for key, found in values.items() if len(found) >= 3 and changed[key] == 0}
+
+
+def _signature(reading: Reading) -> tuple:
+    return (reading.subject, reading.cues, reading.words)
+
+
 def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> list[Finding]:
-    """Duplicates and supersedes, each line removed at most once, never the line another keeps."""
-    duplicates: dict[int, set[int]] = defaultdict(set)
-    superseded: dict[int, int] = {}  # old -> newer
+    """Duplicates and supersedes. Lines saying one fact form a group; a group another group
+    updates goes whole (each line a supersede, pointing at the line kept of the newest group);
+    any other group keeps one line, the rest are duplicates. A line is removed at most once and
+    never kept by another finding."""
+    group = list(range(len(lines)))  # union-find over duplicate pairs
+
+    def root(k: int) -> int:
+        while group[k] != k:
+            group[k] = group[group[k]]
+            k = group[k]
+        return k
+
+    updates: list[tuple[int, int]] = []  # (older, newer)
+    lists = _lists(rs)
     for i, j in sorted(candidate_pairs(rs, context)):
         cosine = context.cosine(i, j) if context.cosine is not None else None
         kind = relate(rs[i], rs[j], cosine)
         if kind == DUPLICATE:
-            duplicates[i].add(j)
-            duplicates[j].add(i)
-        elif kind == SUPERSEDE:
+            group[root(i)] = root(j)
+        elif kind == SUPERSEDE and _signature(rs[i]) not in lists and _signature(rs[j]) not in lists:
             newer = _newer(i, j, lines, rs, context)
-            older = j if newer == i else i
-            superseded[older] = newer
+            updates.append((j if newer == i else i, newer))
+    members: dict[int, list[int]] = defaultdict(list)
+    for k in range(len(lines)):
+        members[root(k)].append(k)
+    kept = {g: min(ks, key=lambda k: _rank(lines[k])) for g, ks in members.items()}
+    newer_of: dict[int, set[int]] = defaultdict(set)
+    for older, newer in updates:
+        if root(older) != root(newer):
+            newer_of[root(older)].add(root(newer))
+
+    def newest(g: int) -> int | None:
+        """The group at the end of ``g``'s updates; None when they fork or loop (unsure)."""
+        seen = {g}
+        while newer_of.get(g):
+            if len(newer_of[g]) > 1:
+                return None
+            g = next(iter(newer_of[g]))
+            if g in seen:
+                return None
+            seen.add(g)
+        return g
+
     found: list[Finding] = []
-    removed: set[int] = set()
-    # Supersedes first: a line updated by another goes, with its restatements.
-    for older in sorted(superseded):
-        newest = superseded[older]
-        seen = {older}
-        while newest in superseded and newest not in seen:  # a chain of updates: keep the last
-            seen.add(newest)
-            newest = superseded[newest]
-        if newest in superseded:  # a cycle: unsure which is the newer
+    for g, ks in sorted(members.items(), key=lambda item: min(item[1])):
+        last = newest(g) if newer_of.get(g) else g
+        if last is None:
             continue
-        removed.add(older)
-        found.append(Finding(SUPERSEDE, older, newest, _supersede_why(lines[older], lines[newest], rs[older], rs[newest])))
-    visited: set[int] = set()
-    for start in sorted(duplicates):
-        if start in visited:
+        if last != g:
+            keep = kept[last]
+            for k in sorted(ks):
+                found.append(Finding(SUPERSEDE, k, keep, _supersede_why(lines[k], lines[keep], rs[k], rs[keep])))
             continue
-        group, stack = set(), [start]
-        while stack:
-            k = stack.pop()
-            if k in group:
-                continue
-            group.add(k)
-            stack.extend(duplicates[k] - group)
-        visited |= group
-        alive = [k for k in group if k not in removed]
-        if len(alive) < 2:
-            continue
-        keep = min(alive, key=lambda k: _rank(lines[k]))
-        for k in sorted(alive):
-            if k != keep:
-                removed.add(k)
-                found.append(Finding(DUPLICATE, k, keep, _duplicate_why(lines[k], lines[keep])))
-    # Never keep a line that another finding removes.
-    return [f for f in found if f.keep not in removed]
+        for k in sorted(ks):
+            if k != kept[g]:
+                found.append(Finding(DUPLICATE, k, kept[g], _duplicate_why(lines[k], lines[kept[g]])))
+    return found
 
 
 def _supersede_why(old: MemoryLine, new: MemoryLine, ro: Reading, rn: Reading) -> str:
@@ -298,7 +368,7 @@ def find_expired(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Co
 
 def expired(line: MemoryLine, reading: Reading, context: Context) -> str:
     """Why a line's time has passed, or "" when it has not (or cannot be told)."""
-    text = reading.text
+    text = reading.plain
     if reading.past or DURABLE.search(text):
         return ""
     wrote = written(line, context)

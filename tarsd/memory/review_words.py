@@ -63,7 +63,7 @@ _MONEY = [
     re.compile(r"(?:€|\beur\s?)\s?(\d[\d,]*(?:\.\d\d)?)", re.I),
     re.compile(r"\b(\d[\d,]*(?:\.\d\d)?)\s?(?:€|euros?\b|eur\b)", re.I),
 ]
-_PHONE = re.compile(r"(?<![\d-])\+?\d{2,5}(?:[ -]\d{2,5}){1,3}(?![\d-])")
+_PHONE = re.compile(r"(?<![\w-])\+?(?:\d{2,5}(?:[ -]\d{2,7}){1,3}|\d{7,})(?![\d-])")
 _DIGITS_ONLY = re.compile(r"\D")
 
 
@@ -150,7 +150,6 @@ _CUE_WORDS = {
     "retrain": "role",
     "promot": "role",
     "role": "role",
-    "job": "role",
     "titl": "role",
     "trade": "role",
     "profess": "role",
@@ -176,7 +175,12 @@ _CUE_WORDS = {
     "diet": "diet",
     "partner": "partner",
     "marri": "partner",
+    "allerg": "avoid",
+    "allergi": "avoid",
+    "intoler": "avoid",
 }
+_CANNOT = frozenset({"can't", "can’t", "cannot", "mustn't", "won't", "doesn't", "don't"})
+_TAKE = frozenset({"have", "eat", "drink", "take", "stand", "touch"})
 _CUE_WITH = {
     ("work", "at"): "employer",
     ("work", "for"): "employer",
@@ -189,9 +193,12 @@ _CUE_WITH = {
     ("move", "to"): "live",
     ("move", "in"): "live",
     ("move", "back"): "live",
+    ("live", "with"): "partner",
     ("report", "to"): "manager",
     ("switch", "job"): "employer",
     ("job", "at"): "employer",
+    ("job", "titl"): "role",
+    ("job", "title"): "role",
     ("parent", "of"): "kids",
 }
 # Words that say the value changed, and no more ("now", "new"); left out of what the line is about.
@@ -202,9 +209,42 @@ _COPULA = frozenset("is are am was be".split())
 _ARTICLES = frozenset("a an".split())
 # Value positions: a name after these is what a line says, not whom it is about.
 _VALUE_BEFORE = frozenset(
-    "at for by to in from with of called named is are was were dr doctor mr mrs ms st : on as into near visit visiting than over".split()
+    "at for by to in from with of called named is are was were dr doctor mr mrs ms st : on as into near visit visiting than over the a an"
+    .split()
 )
+# Words the time checks and the cues read, known even when a file uses them once: a typo of one is read as it.
+KNOWN_WORDS = (
+    "appointment flight party booked arriving arrives delivery deadline meeting haircut conference concert wedding "
+    "interview visiting until currently moment temporarily weekend tomorrow tonight today service reservation "
+    "lives living relocated moved works working employed employer joined started retrained promoted became parent "
+    "children allergic allergy birthday number phone married graduated anniversary"
+).split()
+_PREPOSITIONS = frozenset("at for with as in to of back into on by".split())
+_BASE_VERBS = frozenset({"live", "work"})  # a verb without its -s: its subject is plural, never the user's own line
+_NUMBER_WORDS = {
+    word: str(number)
+    for number, word in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split())
+}
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*|[:()]")
+
+
+TYPO_LENGTH = 5  # words this long or longer may be read through a typo
+TYPO_SOURCE = 3  # ... as a word the file uses at least this often
+
+
+def _deletions(word: str) -> set[str]:
+    return {word} | {word[:k] + word[k + 1 :] for k in range(len(word))}
+
+
+def _one_typo(a: str, b: str) -> bool:
+    """One letter dropped, added, changed, or two swapped."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [k for k in range(len(a)) if a[k] != b[k]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:k] + long[k + 1 :] == short for k in range(len(long)))
 
 
 class Names:
@@ -215,8 +255,13 @@ class Names:
     def __init__(self, texts: list[str]):
         capitalised: dict[str, int] = {}
         lower: set[str] = set()
+        firsts: list[tuple[str, str]] = []  # (a capitalised first word, the token after it)
+        counts: dict[str, int] = {}
         for text in texts:
             words = _WORD.findall(text)
+            for word in words:
+                if word[:1].isalpha():
+                    counts[word.lower()] = counts.get(word.lower(), 0) + 1
             for index, word in enumerate(words):
                 bare = word.split("'")[0].split("’")[0]
                 if not bare[:1].isalpha():
@@ -224,10 +269,40 @@ class Names:
                 if bare[:1].isupper():
                     if index > 0 and words[index - 1] not in ("(", ":"):
                         capitalised[bare.lower()] = capitalised.get(bare.lower(), 0) + 1
+                    elif index == 0:
+                        firsts.append((word, words[1] if len(words) > 1 else ""))
                 elif not text.islower():
                     lower.add(bare.lower())
-        self.names = frozenset(word for word, count in capitalised.items() if word not in lower and word not in facts.STOPWORDS)
         self.common = frozenset(lower)
+        self.names = frozenset(word for word in capitalised if word not in lower and word not in facts.STOPWORDS)
+        # A first word that owns something, stands before a bracket or before a verb is a name too:
+        # "Tomas (uncle) is a chef" tells that "Tomas: birthday 3 May" is about Tomas.
+        self.names |= frozenset(word.split("'")[0].split("’")[0].lower() for word, following in firsts if self._first_is_name(word, following))
+        # Words the file uses often, to read a typo as the word it misspells ("wokrs", "relocatted").
+        for word in KNOWN_WORDS:
+            counts[word] = counts.get(word, 0) + TYPO_SOURCE
+        self.counts = counts
+        self._near: dict[str, list[str]] = {}
+        for word, count in counts.items():
+            if count >= TYPO_SOURCE and len(word) >= TYPO_LENGTH - 1:
+                for key in _deletions(word):
+                    self._near.setdefault(key, []).append(word)
+
+    def fix(self, word: str) -> str:
+        """A rare word one typo away from a word the file uses often is read as that word."""
+        if len(word) < TYPO_LENGTH or self.counts.get(word, 0) >= TYPO_SOURCE or word in self.names:
+            return word
+        found = {other for key in _deletions(word) for other in self._near.get(key, ()) if other != word and _one_typo(word, other)}
+        return max(found, key=lambda other: (self.counts[other], other)) if found else word
+
+    def _first_is_name(self, word: str, following: str) -> bool:
+        bare = word.split("'")[0].split("’")[0]
+        low = bare.lower()
+        if low in self.common or low in facts.STOPWORDS or low in RELATIONS or stem(low) in _CUE_WORDS or bare.isupper():
+            return False
+        possessive = bare != word
+        verb = following[:1].islower() and following.endswith("s") and following in self.common and not following.endswith("ss")
+        return possessive or following == "(" or verb
 
     def is_name(self, word: str, first: bool, following: str = "") -> bool:
         """Whether ``word`` names someone or something. A capitalised first word is a name when the
@@ -243,13 +318,7 @@ class Names:
             return True  # GP, PIN: an acronym names something
         if not first:
             return low not in self.common or low in self.names
-        if low in self.names:
-            return True
-        if low in self.common or stem(low) in _CUE_WORDS:
-            return False
-        possessive = bare != word
-        verb = following[:1].islower() and following.endswith("s") and following in self.common and not following.endswith("ss")
-        return possessive or following == "(" or verb
+        return low in self.names or self._first_is_name(word, following)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +338,7 @@ class Reading:
     negated: bool
     dates: tuple[DateMention, ...]
     label: bool  # "Label: value"
+    plain: str  # the text in lower case with its typos read as the words they misspell (for the time checks)
 
 
 def read(text: str, names: Names) -> Reading:
@@ -280,62 +350,75 @@ def read(text: str, names: Names) -> Reading:
     subject = ""
     values: set[str] = set()
     cues: set[str] = set()
-    words: set[str] = set()
+    cue_roots: dict[str, str] = {}  # cue -> the word that gave it
+    words: list[str] = []
     value_words: set[str] = set()
-    change = past = False
+    change = past = avoiding = False
     after_copula = False
     index = 0
     while index < len(tokens):
         token, low = tokens[index], lowered[index]
         previous = lowered[index - 1] if index else ""
         following = lowered[index + 1] if index + 1 < len(tokens) else ""
+        index += 1
         if token in ("(", ")", ":"):
             after_copula = False
-            index += 1
             continue
-        if any(c.isdigit() for c in token):
-            values.add(low)
+        if any(c.isdigit() for c in token) or low in _NUMBER_WORDS:
+            values.add(_NUMBER_WORDS.get(low, low))
+            if subject and previous in _COPULA and (token.isdigit() or low in _NUMBER_WORDS) and following in ("", "year", "years", "now", "."):
+                cues.add("age")  # "Rafael is seven"
+            continue
+        if low in _CANNOT and following in _TAKE:
+            cues.add("avoid")  # "can't have peanuts" says what "is allergic to peanuts" says
+            avoiding = True
             index += 1
             continue
         bare = low.split("'")[0].split("’")[0]
-        if names.is_name(token, index == 0 or previous == "(", tokens[index + 1] if index + 1 < len(tokens) else ""):
+        at = index - 1
+        if names.is_name(token, at == 0 or previous == "(", tokens[at + 1] if at + 1 < len(tokens) else ""):
             # A run of names is one value ("Vandelay Industries", "Dr Byrne").
             run = [bare]
-            while index + 1 < len(tokens) and names.is_name(tokens[index + 1], False) and "'" not in tokens[index]:
-                index += 1
+            while index < len(tokens) and "'" not in tokens[index - 1] and names.is_name(tokens[index], False):
                 run.append(lowered[index].split("'")[0].split("’")[0])
+                index += 1
             name = " ".join(run)
-            in_value_place = previous in _VALUE_BEFORE and not (previous in ("for", "of") and label_before(tokens, index))
+            in_value_place = previous in _VALUE_BEFORE and not (previous in ("for", "of") and label_before(tokens, index - 1))
             if not subject and not in_value_place:
                 subject = name
             else:
                 values.add(name)
             after_copula = False
-            index += 1
+            continue
+        bare = names.fix(bare)
+        root = stem(bare)
+        following = names.fix(following)
+        pair = _CUE_WITH.get((root, following)) or _CUE_WITH.get((root, stem(following)))
+        cue = pair or _CUE_WITH.get((root, ""))
+        if cue is None and bare not in RELATIONS:
+            cue = _CUE_WORDS.get(root)
+        if cue is not None and after_copula and pair is None and cue != "role":
+            value_words.add(root)  # "is now a product manager": the job, not a manager
+            continue
+        if cue is not None:
+            if pair is not None and following not in _PREPOSITIONS:
+                index += 1  # "switched jobs": the second word is part of the cue
+            if not subject and not cues and bare in _BASE_VERBS and words and previous not in ("i", "we", "they"):
+                # "Passwords live in Bitwarden": a base-form verb after a noun that is not "I": that noun is whom it is about.
+                subject, words = " ".join(words), []
+            cues.add(cue)
+            cue_roots.setdefault(cue, root)
+            if cue == "role":
+                after_copula = True
             continue
         if low in facts.STOPWORDS and low not in ("number", "name", "home", "work", "use"):
             if low in _ARTICLES and previous in _COPULA | {"as", "now", "becam", "became"}:
                 after_copula = True
-            index += 1
             continue
-        if bare in RELATIONS:
-            index += 1
+        if bare in RELATIONS or low in _COPULA:
             continue
-        if low in _COPULA:
-            index += 1
-            continue
-        root = stem(bare)
         if root in PAST_WORDS or bare in PAST_WORDS or (bare == "used" and following == "to"):
             past = True
-            index += 1
-            continue
-        cue = _CUE_WITH.get((root, following)) or _CUE_WITH.get((root, "")) or _CUE_WORDS.get(root)
-        if cue is None and root in ("work", "move", "start", "switch", "report"):
-            cue = {"work": "employer", "move": "live"}.get(root)
-        if cue is not None:
-            cues.add(cue)
-            if cue == "role":
-                after_copula = True
         elif root in CHANGE_WORDS or bare in CHANGE_WORDS:
             change = True
         elif bare in facts.NEGATORS or bare in facts.QUALIFIERS:
@@ -343,12 +426,15 @@ def read(text: str, names: Names) -> Reading:
         elif after_copula:
             value_words.add(root)
         else:
-            words.add(root)
-        index += 1
-    if dates:
-        values.update(_date_token(d.month, d.day, d.year) for d in dates)
+            words.append(root)
     if value_words and not cues:
-        cues.add("role")  # "Anna is a nurse": what she is
+        # "Anna is a nurse": what a person is, their job; "Usual coffee is a cortado": what kind a thing is.
+        cues.add("role" if subject else "kind")
+    elif "role" in cues and subject:  # "Lorcan: team lead by trade": all but the cue is what they are
+        value_words |= set(words) | {cue_roots[c] for c in cues if c != "role" and c in cue_roots}
+        cues, words = {"role"}, []
+    if "team" in words and cues <= {"employer", "live"}:
+        cues, words = {"team"}, [w for w in words if w != "team"]  # "Joined the Billing team", "Team: Mobile"
     return Reading(
         text=text,
         normal=normal,
@@ -360,9 +446,10 @@ def read(text: str, names: Names) -> Reading:
         value_words=frozenset(value_words),
         change=change or any(w in ("moved", "joined", "became", "relocated", "switched") for w in lowered),
         past=past,
-        negated=fact.negated,
+        negated=fact.negated and not avoiding,
         dates=dates,
         label=label,
+        plain=" ".join(names.fix(word) for word in text.lower().split()),
     )
 
 
@@ -380,7 +467,7 @@ TRANSIENT = [
     (re.compile(r"\b(this week(?:end)?|until (?:mon|tues|wednes|thurs|fri|satur|sun)day|over the weekend)\b", re.I), 7),
     (re.compile(r"\bnext week(?:end)?\b", re.I), 14),
     (re.compile(r"\b(this month|next month)\b", re.I), 31),
-    (re.compile(r"\b(currently|at the moment|right now|for now|for the time being|temporarily|these days|for the moment)\b", re.I), 28),
+    (re.compile(r"\b(currently|at the moment|right now|for now|for the time being|temporarily|these days|for the moment)\b", re.I), 60),
 ]
 # Something that happens on a day: with a date that has passed, the line is over.
 EVENT = re.compile(
@@ -390,11 +477,11 @@ EVENT = re.compile(
     re.I,
 )
 # A life event or a standing fact: dated, yet true for good.
-DURABLE = re.compile(
-    r"\b(born|birthday|anniversary|married|graduated|since|moved into|licen[cs]e|stayed|ran the|met|finished|started|"
-    r"founded|built|bought|every|each|annual|yearly)\b",
+LIFE_EVENT = re.compile(
+    r"\b(born|birthday|anniversary|married|graduated|since|moved into|licen[cs]e|stayed|ran the|met|finished|founded|built|bought)\b",
     re.I,
 )
+DURABLE = re.compile(LIFE_EVENT.pattern[:-3] + r"|every|each|annual|yearly)\b", re.I)
 # "until Friday": the weekday a line names with until.
 UNTIL_DAY = re.compile(r"\buntil (mon|tues|wednes|thurs|fri|satur|sun)day\b", re.I)
 WEEKDAYS = ["mon", "tues", "wednes", "thurs", "fri", "satur", "sun"]

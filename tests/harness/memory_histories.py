@@ -235,14 +235,15 @@ class Slot:
     changes: bool = True
     render: object = None  # value -> text (a unit, a clock time), noise of its own
 
-    def value(self, rng: random.Random, old=None):
-        pool = [v for v in self.values if v != old] if isinstance(self.values, list) else None
+    def value(self, rng: random.Random, before=()):
+        """A value, none of those it had ``before`` (a change never goes back to an old value)."""
+        pool = [v for v in self.values if v not in before] if isinstance(self.values, list) else None
         if pool is None:
             new = self.values(rng)
-            while new == old:
+            while new in before:
                 new = self.values(rng)
             return new
-        return rng.choice(pool)
+        return rng.choice(pool or self.values)
 
     def text(self, rng: random.Random, value, changed: bool) -> str:
         template = rng.choice(self.change if changed and self.change and rng.random() < 0.7 else self.say)
@@ -498,8 +499,8 @@ def _one_off_facts(rng: random.Random, count: int, used: set[str], people: list[
     for app, purpose in APPS:
         forms = [f"Uses {app} for {purpose}", f"{purpose.capitalize()} live in {app}", f"Keeps {purpose} in {app}"]
         makers.append((f"app:{app}", "Tech", lambda r, fs=forms: r.choice(fs)))
-    for index, name in enumerate(PETS):
-        species = ("dog", "cat", "rabbit", "tortoise")[index % 4]
+    for index, name in enumerate(rng.sample(PETS, k=2)):  # two pets: a dog and a cat
+        species = ("dog", "cat")[index]
         forms = [f"Has a {species} called {name}", f"{species.capitalize()}: {name}", f"Our {species} is named {name}"]
         makers.append((f"pet:{name}", "Family", lambda r, fs=forms: r.choice(fs)))
     for city in CITIES:
@@ -574,6 +575,55 @@ def _transient(rng: random.Random, today: date) -> tuple[str, date]:
     return rng.choice(choices)
 
 
+# ---- phrasings held out: never seen while the review's checks were tuned ----
+
+# Added to a slot's phrasings with ``generate(..., unseen_phrasings=True)``: the bench reports the
+# held-out seeds with them too, to show what the checks make of wording they were not tuned on.
+UNSEEN_SAY = {
+    "city": ["{who} calls {v} home", "{who} has a flat in {v}", "{who}'s place is in {v}"],
+    "employer": ["{who} is at {v}", "{who}'s company: {v}", "{who} has a job with {v}"],
+    "role": ["{who}, a {v}", "{who} trained as a {v}"],
+    "kids": ["{who}: {v} kids", "{who} has {v} little ones"],
+    "drink": ["{who} orders {v}", "{who} likes {v}"],
+    "allergy": ["No {v} for {who}", "{who} reacts badly to {v}"],
+    "phone": ["Call {name} on {v}"],
+    "me:city": ["Calls {v} home", "Has a flat in {v}"],
+    "me:employer": ["Company: {v}", "Day job at {v}"],
+    "me:manager": ["Line manager {v}"],
+    "me:locker": ["Locker at the gym: {v}"],
+    "me:running": ["Running about {v} each week"],
+    "me:rent": ["The flat costs €{v} a month"],
+    "me:coffee": ["Morning coffee: {v}"],
+    "me:standup": ["Standup every day at {v}"],
+}
+UNSEEN_CHANGE = {
+    "city": ["{who} now calls {v} home", "{who} left for {v}"],
+    "employer": ["{who} took a job at {v}", "{who} went to {v}"],
+    "role": ["{who} changed career to {v}"],
+    "kids": ["{who}'s family grew to {v} kids"],
+    "phone": ["{name} got a new number, {v}"],
+    "me:city": ["Left for {v}"],
+    "me:employer": ["Took a job at {v}"],
+    "me:manager": ["{v} is my manager now"],
+}
+UNSEEN_TRANSIENT = [
+    "Out of office until {date}",
+    "Busy with the move this week",
+    "Dinner with {person} on {date}",
+    "Train to {city} on {date}",
+    "Guests arriving {date}",
+    "Paying the tax bill by {date}",
+]
+
+
+def _unseen(slot: Slot) -> None:
+    """Give ``slot`` the held-out phrasings of its kind."""
+    kind = slot.key if slot.key.startswith("me:") else slot.key.split(":", 1)[1]
+    name = slot.key.split(":", 1)[0]
+    slot.say = slot.say + [t.replace("{name}", name) for t in UNSEEN_SAY.get(kind, [])]
+    slot.change = slot.change + [t.replace("{name}", name) for t in UNSEEN_CHANGE.get(kind, [])]
+
+
 # ---- the year ----
 
 
@@ -611,8 +661,11 @@ def _stamp(day: date, by: str, rng: random.Random) -> str:
     return f" <!-- tars:{day.isoformat()}{chat}{' by:model' if by == 'model' else ''} -->"
 
 
-def generate(seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days: int = 365, typo_rate: float = 0.06) -> History:
-    """A year of Memory.md ending near ``lines`` lines (a share of them to be removed), and the truth."""
+def generate(
+    seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days: int = 365, typo_rate: float = 0.06, unseen_phrasings: bool = False
+) -> History:
+    """A year of Memory.md ending near ``lines`` lines (a share of them to be removed), and the truth.
+    ``unseen_phrasings``: also the phrasings the review's checks were never tuned on (UNSEEN_SAY...)."""
     rng = random.Random(seed)
     end = start + timedelta(days=days)
     scale = lines / 1000
@@ -622,11 +675,15 @@ def generate(seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days:
     for name in people:
         relation = rng.choice(RELATIONS)
         slots.extend(rng.sample(_person_slots(rng, name, relation), k=rng.randint(4, 7)))
+    if unseen_phrasings:
+        for slot in slots:
+            _unseen(slot)
     used: set[str] = {slot.key for slot in slots}
     one_offs = _one_off_facts(rng, max(0, round(lines * 0.72) - len(slots)), used, people)
 
     memory = _File()
     current: dict[str, tuple[int, object]] = {}  # slot -> (version, value)
+    had: dict[str, list] = {}  # slot -> every value it had
     by_slot = {slot.key: slot for slot in slots}
     # When each slot and one-off fact first appears: most in the first weeks (an existing file), the rest over the year.
     first = {slot.key: start + timedelta(days=int(rng.random() ** 3 * days * 0.9)) for slot in slots}
@@ -652,6 +709,7 @@ def generate(seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days:
                 slot = by_slot[key]
                 value = slot.value(rng)
                 current[key] = (0, value)
+                had[key] = [value]
                 write(slot.text(rng, value, False), slot.section, key, 0, day)
         for (key, section, text), when in zip(one_offs, one_off_days, strict=True):
             if when == day:
@@ -661,9 +719,10 @@ def generate(seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days:
             if key in current and first[key] < day and rng.random() < changes_left[key] * 0.9 / days:
                 slot = by_slot[key]
                 version, old = current[key]
-                new = slot.value(rng, old)
-                if key.startswith("kid:"):
-                    new = old + 1  # a birthday
+                new = slot.value(rng, had[key])
+                if key.startswith("kid:") or key.endswith(":kids"):
+                    new = old + 1  # a birthday, a baby
+                had[key].append(new)
                 current[key] = (version + 1, new)
                 changes_left[key] -= 1
                 if changes_left[key] == 0:
@@ -682,7 +741,14 @@ def generate(seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days:
                 write(slot.text(rng, value, False), section, key, version, day)
         if rng.random() < transient_rate:
             text, until = _transient(rng, day)
-            write(text, "Notes" if rng.random() < 0.6 else "Core", f"t:{offset}:{text}", 0, day, until)
+            if unseen_phrasings and rng.random() < 0.3:
+                soon = day + timedelta(days=rng.randint(3, 40))
+                template = rng.choice(UNSEEN_TRANSIENT)
+                until = day + timedelta(days=7) if "this week" in template else soon
+                text = template.replace("{date}", _day(rng, soon)).replace("{person}", rng.choice(NAMES)).replace("{city}", rng.choice(CITIES))
+            # The same words again would be a duplicate of a line still there, not a new event.
+            if not any(line.raw.split(" <!--")[0].rstrip(".").lower() == text.lower() for line in memory.lines()):
+                write(text, "Notes" if rng.random() < 0.6 else "Core", f"t:{offset}:{text}", 0, day, until)
         if rng.random() < 0.5:
             _session(rng, day, current, by_slot, memory, sessions, missing, injections)
         if day.weekday() == 6:
