@@ -156,7 +156,9 @@ def quality(args) -> None:
             want_p, want_r = TARGETS[kind]
             ok = "yes" if precision >= want_p and recall >= want_r else "NO"
             rows.append([kind, s.truth, s.proposed, s.correct, f"{precision:.3f}", f"{recall:.3f}", f">= {want_r} at >= {want_p}", ok])
-        title = f"{name} seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} histories, {lines_seen:,} lines; vectors: {'yes' if vectors else 'no'})"
+        title = (
+            f"{name} seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} histories, {lines_seen:,} lines; vectors: {'yes' if vectors else 'no'})"
+        )
         print_table(["kind", "truth", "proposed", "true", "precision", "recall", "target (recall at precision)", "met"], rows, title)
         print(f"proposals that would remove a line the truth keeps: {len(lost_all)} (target 0)")
         for entry in lost_all[:20]:
@@ -192,8 +194,8 @@ def show_errors(history: History, findings: list, lines: list) -> None:
 def local_vectors():
     """Cosines from the local model (all-MiniLM-L6-v2), as tarsd has them once it is loaded."""
     import numpy as np
-
     from common import MODEL_DIR
+
     from tarsd.config.settings import EmbedderConfig
     from tarsd.embed.embedder import LocalEmbedder
     from tarsd.memory import facts

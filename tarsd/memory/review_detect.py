@@ -423,7 +423,11 @@ def find_budget(lines: Sequence[MemoryLine], budget_lines: int, core_section: st
             break
         if name.lower() == core_section.lower() or len(members) < 2:
             continue
-        found.append(Finding(BUDGET, members[0], why=f"Memory.md has {len(lines)} lines, past its {budget_lines}", section=name, lines=tuple(members)))
+        found.append(
+            Finding(
+                BUDGET, members[0], why=f"Memory.md has {len(lines)} lines, past its {budget_lines}", section=name, lines=tuple(members)
+            )
+        )
         over -= len(members) - 1  # one link line stays
     return found
 

@@ -44,8 +44,13 @@ def stem(word: str) -> str:
 
 # ---- one way of writing units, times, dates, money and phone numbers ----
 
-_MONTHS = {m[:3]: i + 1 for i, m in enumerate("january february march april may june july august september october november december".split())}
-_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTHS = {
+    m[:3]: i + 1 for i, m in enumerate("january february march april may june july august september october november december".split())
+}
+_MONTH = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?"
+    r"|dec(?:ember)?)"
+)
 _ORD = r"(?:st|nd|rd|th)?"
 _DAY_MONTH = re.compile(rf"\b(\d{{1,2}}){_ORD}(?:\s+of)?\s+{_MONTH}\b\.?(?:,?\s+(\d{{4}}))?", re.I)
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\.?\s+(\d{{1,2}}){_ORD}\b(?:,?\s+(\d{{4}}))?", re.I)
@@ -209,8 +214,8 @@ _COPULA = frozenset("is are am was be".split())
 _ARTICLES = frozenset("a an".split())
 # Value positions: a name after these is what a line says, not whom it is about.
 _VALUE_BEFORE = frozenset(
-    "at for by to in from with of called named is are was were dr doctor mr mrs ms st : on as into near visit visiting than over the a an"
-    .split()
+    "at for by to in from with of called named is are was were dr doctor mr mrs ms st : on as into near visit visiting than over "
+    "the a an".split()
 )
 # Words the time checks and the cues read, known even when a file uses them once: a typo of one is read as it.
 KNOWN_WORDS = (
@@ -277,7 +282,9 @@ class Names:
         self.names = frozenset(word for word in capitalised if word not in lower and word not in facts.STOPWORDS)
         # A first word that owns something, stands before a bracket or before a verb is a name too:
         # "Tomas (uncle) is a chef" tells that "Tomas: birthday 3 May" is about Tomas.
-        self.names |= frozenset(word.split("'")[0].split("’")[0].lower() for word, following in firsts if self._first_is_name(word, following))
+        self.names |= frozenset(
+            word.split("'")[0].split("’")[0].lower() for word, following in firsts if self._first_is_name(word, following)
+        )
         # Words the file uses often, to read a typo as the word it misspells ("wokrs", "relocatted").
         for word in KNOWN_WORDS:
             counts[word] = counts.get(word, 0) + TYPO_SOURCE
@@ -366,7 +373,12 @@ def read(text: str, names: Names) -> Reading:
             continue
         if any(c.isdigit() for c in token) or low in _NUMBER_WORDS:
             values.add(_NUMBER_WORDS.get(low, low))
-            if subject and previous in _COPULA and (token.isdigit() or low in _NUMBER_WORDS) and following in ("", "year", "years", "now", "."):
+            if (
+                subject
+                and previous in _COPULA
+                and (token.isdigit() or low in _NUMBER_WORDS)
+                and following in ("", "year", "years", "now", ".")
+            ):
                 cues.add("age")  # "Rafael is seven"
             continue
         if low in _CANNOT and following in _TAKE:

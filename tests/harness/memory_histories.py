@@ -454,9 +454,7 @@ def _own_slots() -> list[Slot]:
             WEEKDAYS,
         ),
         Slot("me:seat", "Travel", ["Prefers {v} seats", "Likes the {v} seat on flights"], ["Now prefers {v} seats"], ["aisle", "window"]),
-        Slot(
-            "me:partner", "Core", ["Partner: {v}", "My partner is {v}", "Lives with {v}"], [], NAMES, changes=False
-        ),
+        Slot("me:partner", "Core", ["Partner: {v}", "My partner is {v}", "Lives with {v}"], [], NAMES, changes=False),
         Slot(
             "me:birthday",
             "Core",
@@ -494,7 +492,11 @@ def _one_off_facts(rng: random.Random, count: int, used: set[str], people: list[
     for instrument in INSTRUMENTS:
         forms = [f"Plays the {instrument}", f"Learning the {instrument} since {{y}}", f"Has played {instrument} for {{n}} years"]
         makers.append(
-            (f"plays:{instrument}", "Hobbies", lambda r, fs=forms: r.choice(fs).replace("{y}", str(r.randint(2005, 2024))).replace("{n}", str(r.randint(2, 20))))
+            (
+                f"plays:{instrument}",
+                "Hobbies",
+                lambda r, fs=forms: r.choice(fs).replace("{y}", str(r.randint(2005, 2024))).replace("{n}", str(r.randint(2, 20))),
+            )
         )
     for app, purpose in APPS:
         forms = [f"Uses {app} for {purpose}", f"{purpose.capitalize()} live in {app}", f"Keeps {purpose} in {app}"]
@@ -506,14 +508,22 @@ def _one_off_facts(rng: random.Random, count: int, used: set[str], people: list[
     for city in CITIES:
         forms = [f"Best coffee in {city}: {{p}}'s café", f"Stayed in {city} in {{y}}", f"Wants to visit {city} again"]
         makers.append(
-            (f"likes:{city}", "Travel", lambda r, fs=forms: r.choice(fs).replace("{p}", r.choice(NAMES)).replace("{y}", str(r.randint(2010, 2025))))
+            (
+                f"likes:{city}",
+                "Travel",
+                lambda r, fs=forms: r.choice(fs).replace("{p}", r.choice(NAMES)).replace("{y}", str(r.randint(2010, 2025))),
+            )
         )
     places = ["college", "the running club", "work", "school", "a wedding in Cork", "the book club", "a hostel in Lisbon", "the choir"]
     things = ["a good pen", "a board game", "a plant", "concert tickets", "a cookbook", "wool socks", "a puzzle", "a bread knife"]
     for name in people:
         met = [f"Met {name} at {{p}} in {{y}}", f"Knows {name} from {{p}}", f"{name}: met at {{p}}"]
         makers.append(
-            (f"{name}:met", "People", lambda r, fs=met: r.choice(fs).replace("{p}", r.choice(places)).replace("{y}", str(r.randint(1998, 2024))))
+            (
+                f"{name}:met",
+                "People",
+                lambda r, fs=met: r.choice(fs).replace("{p}", r.choice(places)).replace("{y}", str(r.randint(1998, 2024))),
+            )
         )
         gift = [f"Gift idea for {name}: {{t}}", f"{name} would like {{t}}"]
         makers.append((f"{name}:gift", "People", lambda r, fs=gift: r.choice(fs).replace("{t}", r.choice(things))))
@@ -524,10 +534,17 @@ def _one_off_facts(rng: random.Random, count: int, used: set[str], people: list[
             "bio:married",
             "Core",
             lambda r: r.choice(
-                [f"Married on {_day(r, date(r.randint(2008, 2020), r.randint(1, 12), r.randint(1, 28)), True)}", f"Got married in {r.randint(2008, 2020)}"]
+                [
+                    f"Married on {_day(r, date(r.randint(2008, 2020), r.randint(1, 12), r.randint(1, 28)), True)}",
+                    f"Got married in {r.randint(2008, 2020)}",
+                ]
             ),
         ),
-        ("bio:graduated", "Core", lambda r: r.choice([f"Graduated in {r.randint(2000, 2015)}", f"Finished college in {r.randint(2000, 2015)}"])),
+        (
+            "bio:graduated",
+            "Core",
+            lambda r: r.choice([f"Graduated in {r.randint(2000, 2015)}", f"Finished college in {r.randint(2000, 2015)}"]),
+        ),
         ("bio:flat", "Home", lambda r: f"Moved into the flat in {r.choice(MONTHS)} {r.randint(2015, 2023)}"),
         ("bio:anniversary", "Family", lambda r: f"Anniversary: {_day(r, date(2000, r.randint(1, 12), r.randint(1, 28)))}"),
         ("bio:licence", "Travel", lambda r: f"Driving licence since {r.randint(2000, 2018)}"),
@@ -745,7 +762,9 @@ def generate(
                 soon = day + timedelta(days=rng.randint(3, 40))
                 template = rng.choice(UNSEEN_TRANSIENT)
                 until = day + timedelta(days=7) if "this week" in template else soon
-                text = template.replace("{date}", _day(rng, soon)).replace("{person}", rng.choice(NAMES)).replace("{city}", rng.choice(CITIES))
+                text = (
+                    template.replace("{date}", _day(rng, soon)).replace("{person}", rng.choice(NAMES)).replace("{city}", rng.choice(CITIES))
+                )
             # The same words again would be a duplicate of a line still there, not a new event.
             if not any(line.raw.split(" <!--")[0].rstrip(".").lower() == text.lower() for line in memory.lines()):
                 write(text, "Notes" if rng.random() < 0.6 else "Core", f"t:{offset}:{text}", 0, day, until)
