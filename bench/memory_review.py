@@ -51,15 +51,18 @@ class Score:
         self.found += other.found
 
 
-def first_seen(history: History) -> dict[str, object]:
-    """When a review run each Sunday would have first seen each line (by its text's key)."""
+def first_seen(history: History) -> dict[str, tuple[object, object]]:
+    """When a review run each Sunday would have first seen each line (by its text's key), and the
+    Sunday before, which did not find it (None for the lines the first Sunday found)."""
     from tarsd.memory import facts
     from tarsd.memory.lines import memory_lines
 
-    seen: dict[str, object] = {}
+    seen: dict[str, tuple[object, object]] = {}
+    before = None
     for day, text in history.snapshots:
         for line in memory_lines(text):
-            seen.setdefault(facts.key(line.text), day)
+            seen.setdefault(facts.key(line.text), (day, before))
+        before = day
     return seen
 
 
@@ -74,7 +77,13 @@ def findings_for(history: History, vectors=None) -> tuple[list, list]:
     cosine = neighbours = None
     if vectors is not None:
         cosine, neighbours = vectors(lines)
-    context = Context(history.end, lambda line: seen.get(facts.key(line.text)), cosine, neighbours)
+    context = Context(
+        history.end,
+        lambda line: seen.get(facts.key(line.text), (None, None))[0],
+        cosine,
+        neighbours,
+        absent=lambda line: seen.get(facts.key(line.text), (None, None))[1],
+    )
     return review_lines(lines, context), lines
 
 

@@ -128,11 +128,12 @@ class MemoryReview:
         with self._lock:
             lines = self.lines()
             self.observe(lines)
-            seen = self.store.first_seen()
+            seen = self.store.seen()
             context = Context(
                 date.today(),
-                lambda line: _day(seen.get(line_key(line.text))),
+                lambda line: _day(seen.get(line_key(line.text), (None, None))[0]),
                 *self._cosines(lines),
+                absent=lambda line: _day(seen.get(line_key(line.text), (None, None))[1]),
             )
             findings = review_lines(lines, context) + find_budget(lines, self.config.prompt_lines, self.config.core_section)
             candidates = [self._from_finding(f, lines) for f in findings]

@@ -64,22 +64,37 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What the checks know beside the lines: today, when each line was written (its stamp) or
-    first seen by a review, and the cosine between two lines when the vectors are loaded."""
+    """What the checks know beside the lines: today; for a line without a stamp, the day a review
+    first saw it (it was written by then) and the day of the look before, which did not find it (it
+    was written after; None when the first look found it); the cosine between two lines and each
+    line's nearest lines, when the vectors are loaded."""
 
     today: date
     first_seen: Callable[[MemoryLine], date | None] = lambda _line: None
     cosine: Callable[[int, int], float | None] | None = None
     neighbours: Callable[[int], Sequence[int]] | None = None
+    absent: Callable[[MemoryLine], date | None] = lambda _line: None
 
 
-def written(line: MemoryLine, context: Context) -> date | None:
+def _stamped(line: MemoryLine) -> date | None:
     if line.stamp is not None:
         try:
             return date.fromisoformat(line.stamp.date)
         except ValueError:
             pass
-    return context.first_seen(line)
+    return None
+
+
+def written(line: MemoryLine, context: Context) -> date | None:
+    """The last day a line can have been written: its stamp, else the day a review first saw it."""
+    stamped = _stamped(line)
+    return stamped if stamped is not None else context.first_seen(line)
+
+
+def written_after(line: MemoryLine, context: Context) -> date | None:
+    """The first day a line can have been written: its stamp, else the day of the look that missed it."""
+    stamped = _stamped(line)
+    return stamped if stamped is not None else context.absent(line)
 
 
 def readings(lines: Sequence[MemoryLine]) -> list[Reading]:
@@ -261,13 +276,23 @@ def _rank(line: MemoryLine) -> tuple[int, int]:
 
 
 def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> int:
-    """Of two lines with two values of one thing, the newer."""
-    wi, wj = written(lines[i], context), written(lines[j], context)
-    if wi is not None and wj is not None and wi != wj:
-        return i if wi > wj else j
+    """Of two lines with two values of one thing, the newer. A stamp's date is when a line was
+    written; the day a review first saw a line only says it was written by then. So a date decides
+    only where it must: a line written (or first seen) after the other was first seen is the newer.
+    Else the one saying it changed ("moved to", "now"), else the later in the file."""
+    ci, cj = _certainly_before(lines[i], lines[j], context), _certainly_before(lines[j], lines[i], context)
+    if ci != cj:
+        return j if ci else i
     if rs[i].change != rs[j].change:
         return i if rs[i].change else j
     return i if lines[i].index > lines[j].index else j
+
+
+def _certainly_before(a: MemoryLine, b: MemoryLine, context: Context) -> bool:
+    """``a`` was written before ``b``: the first day ``b`` can have been written comes after the
+    last day ``a`` can have been."""
+    latest_a, earliest_b = written(a, context), written_after(b, context)
+    return latest_a is not None and earliest_b is not None and earliest_b > latest_a
 
 
 def _lists(rs: Sequence[Reading]) -> set[tuple]:

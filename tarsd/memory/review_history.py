@@ -43,23 +43,23 @@ def entry(change: Change, undo_command: str) -> str:
     if change.state == UNDONE:
         lines += [f"## {stamp} · change {change.id} undone", marker(change), ""]
         lines += (
-            [f"Put back into {change.path}:"] + [f"- {_one_line(item['raw'])}" for item in summary.get("removed", [])]
+            [f"Put back into {change.path}:"] + [f"- {_one_line(_bare(item['raw']))}" for item in summary.get("removed", [])]
             if summary.get("removed")
             else []
         )
         if summary.get("added"):
-            lines += [f"Taken out of {change.path} again:"] + [f"- {_one_line(item['raw'])}" for item in summary["added"]]
+            lines += [f"Taken out of {change.path} again:"] + [f"- {_one_line(_bare(item['raw']))}" for item in summary["added"]]
         return "\n".join(lines) + "\n"
     lines += [f"## {stamp} · change {change.id}" + (f" · approved {who}" if who else ""), marker(change), ""]
     if summary.get("removed"):
         lines.append(f"Taken out of {change.path}:")
         for item in summary["removed"]:
-            lines.append(f"- {_one_line(item['raw'])}")
+            lines.append(f"- {_one_line(_bare(item['raw']))}")
             lines.append(f"  {_one_line(item.get('kind', ''))}: {_one_line(item.get('why', ''))} (proposal #{item.get('proposal', '?')})")
     if summary.get("added"):
         lines.append(f"Added to {change.path}:")
         for item in summary["added"]:
-            lines.append(f"- {_one_line(item['raw'])}")
+            lines.append(f"- {_one_line(_bare(item['raw']))}")
             lines.append(f"  from {_one_line(item.get('source', ''))} (proposal #{item.get('proposal', '?')})")
     if summary.get("moved"):
         moved = summary["moved"]
@@ -94,6 +94,11 @@ def record(vault: Path, folder: str, change: Change, undo_command: str) -> str:
 def recorded(vault: Path, folder: str, change: Change) -> bool:
     when = change.undone_at if change.state == UNDONE and change.undone_at else change.applied_at
     return marker(change) in read_owned(vault, owned_file(vault, history_path(folder, when)))
+
+
+def _bare(raw: str) -> str:
+    """A line of Memory.md without its list marker: the history lists it under its own."""
+    return raw[2:] if raw.startswith(("- ", "* ", "+ ")) else raw
 
 
 def _one_line(text: object) -> str:

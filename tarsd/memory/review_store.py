@@ -28,6 +28,7 @@ from tarsd.store.database import Store
 
 PENDING, APPROVING, APPLIED, REJECTED, UNDONE, GONE = "pending", "approving", "applied", "rejected", "undone", "gone"
 WRITING = "writing"
+_LAST_LOOK = "memory_review_looked_at"  # meta: when the review last read Memory.md (observe)
 _PROPOSAL_COLUMNS = "id, review_id, kind, body, why, source, proposed_at, state, change_id"
 _CHANGE_COLUMNS = "id, applied_at, path, before, after, note_path, note_before, note_after, summary, state, recorded, undone_at"
 
@@ -294,20 +295,27 @@ class ReviewStore:
     # ---- when each line was first seen ----
 
     def observe(self, keys: Iterable[str], now: float | None = None) -> None:
-        """Record the lines seen now; forget those no longer in the file (a line back later is new again)."""
+        """Record the lines seen now (a line new since the last look was written between the two);
+        forget those no longer in the file (a line back later is new again)."""
         keys = list(dict.fromkeys(keys))
         when = time.time() if now is None else now
         with self._writing():
+            rows = self.conn.execute("SELECT value FROM meta WHERE key = ?", (_LAST_LOOK,)).fetchall()
+            last = float(rows[0][0]) if rows else None
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS memory_lines_now(line_key TEXT PRIMARY KEY)")
             self.conn.execute("DELETE FROM memory_lines_now")
             self.conn.executemany("INSERT OR IGNORE INTO memory_lines_now(line_key) VALUES (?)", [(k,) for k in keys])
             self.conn.execute(
-                "INSERT OR IGNORE INTO memory_lines_seen(line_key, first_seen) SELECT line_key, ? FROM memory_lines_now", (when,)
+                "INSERT OR IGNORE INTO memory_lines_seen(line_key, first_seen, absent_at) SELECT line_key, ?, ? FROM memory_lines_now",
+                (when, last),
             )
             self.conn.execute("DELETE FROM memory_lines_seen WHERE line_key NOT IN (SELECT line_key FROM memory_lines_now)")
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_LAST_LOOK, repr(when)))
 
-    def first_seen(self) -> dict[str, float]:
-        return dict(self._read("SELECT line_key, first_seen FROM memory_lines_seen"))
+    def seen(self) -> dict[str, tuple[float, float | None]]:
+        """Each line's (first seen, last seen missing: None when the first look found it already)."""
+        rows = self._read("SELECT line_key, first_seen, absent_at FROM memory_lines_seen")
+        return {key: (first, absent) for key, first, absent in rows}
 
 
 def _proposal(row: tuple) -> Proposal:

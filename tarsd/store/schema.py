@@ -267,7 +267,8 @@ CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE state = 'pendin
 # change it proposed (its change_key is UNIQUE: a change proposed, rejected, applied or undone once is
 # never proposed again); each change applied to Memory.md, with the file before and after it (the
 # undo), written first and marked applied after the file, so a kill in between is finished or rolled
-# back at the next start; and the day each line was first seen (how old a line without a stamp is).
+# back at the next start; and when each line was first seen, and last seen missing (how old a line
+# without a stamp is).
 # In the database rather than the vault, like the other proposals: the history the user reads is a
 # note in the vault (tarsd/memory/review_history.py).
 _SCHEMA_MEMORY_REVIEW = """
@@ -311,7 +312,8 @@ CREATE TABLE memory_changes (
 );
 CREATE TABLE memory_lines_seen (
     line_key TEXT PRIMARY KEY,            -- sha256 of the line's text as facts.key reads it
-    first_seen REAL NOT NULL
+    first_seen REAL NOT NULL,             -- the first look that found it: it was written by then
+    absent_at REAL                        -- the look before, which did not: written after it (NULL: no look before)
 );
 """
 
