@@ -117,11 +117,19 @@ def _add_memory_commands(commands) -> None:
     )
     memory.add_argument("memory_action", choices=("review", "proposals", "approve", "reject", "undo", "schedule"), metavar="ACTION")
     memory.add_argument("rest", nargs="*", help="proposal numbers (approve, reject), a change number (undo), a schedule (schedule)")
-    memory.add_argument("--kind", default="", choices=("", "duplicate", "supersede", "expired", "budget", "missing"), help="all waiting of a kind")
+    memory.add_argument(
+        "--kind", default="", choices=("", "duplicate", "supersede", "expired", "budget", "missing"), help="all waiting of a kind"
+    )
     memory.add_argument("--no-sessions", action="store_true", help="review: without reading the session logs with the model")
     memory.add_argument("--provider", choices=("ollama", "anthropic"), default="")
     memory.add_argument("--model", default="")
-    memory.add_argument("--deliver", action="append", default=[], choices=("inbox", "telegram", "whatsapp", "note"), help="schedule: where it says what it found")
+    memory.add_argument(
+        "--deliver",
+        action="append",
+        default=[],
+        choices=("inbox", "telegram", "whatsapp", "note"),
+        help="schedule: where it says what it found",
+    )
     memory.add_argument("--json", action="store_true", help="review, proposals: the reply, every field, as one JSON object")
 
 

@@ -100,7 +100,10 @@ def memory_command(client: Client, args, ask: Ask | None = None, out=sys.stdout,
             print('tarsctl: give the schedule in quotes: tarsctl memory schedule "0 18 * * 0" (cron, every 7d, or a date)', file=err)
             return EXIT_USAGE
         reply = client.call(MemoryReview(id=client.next_id(), schedule=args.rest[0], deliver=list(args.deliver)))
-        print(f"the memory review runs as the routine {reply.routine} ({shown_text(args.rest[0])}): `tarsctl routines show {reply.routine}`", file=out)
+        print(
+            f"the memory review runs as the routine {reply.routine} ({shown_text(args.rest[0])}): `tarsctl routines show {reply.routine}`",
+            file=out,
+        )
         return EXIT_OK
     print(f"tarsctl: memory {shown_text(action)}: say one of {', '.join(ACTIONS)}", file=err)
     return EXIT_USAGE
@@ -157,7 +160,9 @@ def decide_each(client: Client, proposals: list[MemoryProposal], ask: Ask, out) 
                 print_decided(client.call(DecideMemoryProposals(id=client.next_id(), ids=ids, approve=answer == "A", seen=seen)), out)
                 break
             if answer.lower().startswith(("a", "r")):
-                decision = DecideMemoryProposals(id=client.next_id(), ids=[proposal.id], approve=answer.lower().startswith("a"), seen=[proposal.text])
+                decision = DecideMemoryProposals(
+                    id=client.next_id(), ids=[proposal.id], approve=answer.lower().startswith("a"), seen=[proposal.text]
+                )
                 print_decided(client.call(decision), out)
 
 
