@@ -54,7 +54,8 @@ def summary(reply: MemoryReviewReply) -> str:
         return f"Memory review: nothing new to propose for {reply.path}.{waiting}" + _notes(reply)
     kinds = Counter(p.kind for p in reply.new)
     counted = ", ".join(f"{count} {_NAMES.get(kind, kind)}{'s' if count > 1 else ''}" for kind, count in sorted(kinds.items()))
-    lines = [f"Memory review: {len(reply.new)} new proposals for {reply.path} ({counted}); {len(reply.waiting)} wait in all."]
+    many = "s" if len(reply.new) > 1 else ""
+    lines = [f"Memory review: {len(reply.new)} new proposal{many} for {reply.path} ({counted}); {len(reply.waiting)} wait in all."]
     lines += [f"- #{p.id} {p.text}" for p in reply.new]
     lines.append("Nothing changes until you approve: `tarsctl memory review`, the web page, or /review memory in Telegram or WhatsApp.")
     return "\n".join(lines) + _notes(reply)

@@ -210,7 +210,9 @@ def test_what_the_model_found_in_a_session_log_is_checked_before_it_is_proposed(
 
 def test_a_section_past_the_budget_moves_to_a_note_and_back(world):
     vault, files, _, make = world
-    text = "# Core\n- Name: Sam\n\n# Travel\n" + "".join(f"- Visited City{n} in 20{n:02d}\n" for n in range(12)) + "\n# Food\n- Likes soup\n"
+    text = (
+        "# Core\n- Name: Sam\n\n# Travel\n" + "".join(f"- Visited City{n} in 20{n:02d}\n" for n in range(12)) + "\n# Food\n- Likes soup\n"
+    )
     memory(vault, text)
     review = make(MemoryConfig(prompt_lines=8))
     budget = [p for p in review.run("terminal").new if p.kind == "budget"]
