@@ -18,6 +18,7 @@ checks were settled. A third set runs the held-out seeds with phrasings added to
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import print_table  # noqa: E402
+from common import met, print_table  # noqa: E402
 
 from harness.memory_histories import DUPLICATE, EXPIRED, KEEP, SUPERSEDED, History, generate  # noqa: E402
 
@@ -229,6 +230,151 @@ def local_vectors():
     return make
 
 
+# ---- speed and memory: a real tarsd, a 1,000-line Memory.md ----
+
+
+def _rss_mb(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _reset_peak(pid: int) -> bool:
+    """Start tarsd's peak RSS (VmHWM) afresh (root, Linux): the peak then is the review's own."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def speed(args) -> None:
+    rows = [_speed_row(embedder, args.runs) for embedder in ("none", "local")]
+    print_table(
+        ["review", "lines", "first review s", "later reviews s (median)", "peak RSS over start MB", "< 5 s, < 100 MB"],
+        rows,
+        f"a model-free review of Memory.md, timed from the client ({os.cpu_count()} cores; peak: VmHWM reset before each review)",
+    )
+
+
+def _speed_row(embedder: str, runs: int) -> list:
+    """One tarsd (no model, or the local model with every line's vector made) and ``runs`` reviews."""
+    import statistics
+    import tempfile
+    import time
+
+    from common import MODEL_DIR, log
+
+    from harness.daemon import TarsDaemon, wait_for
+    from tarsctl.client import Client
+    from tarsctl.protocol import MemoryReview, Status
+
+    root = Path(tempfile.mkdtemp(prefix="memory-review-bench-"))
+    vault, state = root / "vault", root / "state"
+    vault.mkdir()
+    state.mkdir()
+    history = generate(HELD_OUT_SEEDS[0], 1060)  # about 1,000 lines at the end of its year
+    (vault / "Memory.md").write_text(history.text, encoding="utf-8")
+    daemon = TarsDaemon(vault, state, MODEL_DIR, embedder).start()
+    try:
+        pid = daemon.process.pid
+        if embedder == "local":
+            log("waiting for the model and every memory line's vector")
+            wait_for(lambda: daemon.status().embedder.state == "ready", "the model", deadline=600)
+            enough = len(history.lines) * 0.9
+
+            def warm() -> bool:
+                memory = daemon.status().memory
+                return memory.vectors_known >= enough and not memory.vectors_pending
+
+            wait_for(warm, "the line vectors", deadline=600)
+        times, peaks = [], []
+        with Client(daemon.socket, timeout=600) as client:
+            lines = client.call(Status(id=client.next_id())).memory.lines
+            for run in range(runs):
+                before = _rss_mb(pid, "VmRSS")
+                peak_known = _reset_peak(pid)
+                start = time.perf_counter()
+                reply = client.call(MemoryReview(id=client.next_id(), sessions=False))
+                times.append(time.perf_counter() - start)
+                peaks.append(_rss_mb(pid, "VmHWM") - before if peak_known else float("nan"))
+                log(f"{embedder} run {run + 1}: {times[-1]:.2f} s, peak +{peaks[-1]:.1f} MB, {len(reply.new)} new")
+    finally:
+        daemon.stop()
+        daemon.cleanup()
+    return [
+        f"model {'loaded, vectors warm' if embedder == 'local' else 'none'}",
+        lines,
+        f"{times[0]:.2f}",
+        f"{statistics.median(times[1:]) if len(times) > 1 else times[0]:.2f}",
+        f"{max(peaks):.1f}",
+        met(times[0] < 5 and max(peaks) < 100),
+    ]
+
+
+# ---- the whole path with the fake model: a session log's fact to an approved line ----
+
+
+def path(args) -> None:
+    import tempfile
+    import time
+
+    from common import MODEL_DIR
+
+    from harness.daemon import TarsDaemon
+    from harness.fake_llm import FakeOllama
+    from tarsctl.client import Client
+    from tarsctl.protocol import DecideMemoryProposals, MemoryReview
+
+    root = Path(tempfile.mkdtemp(prefix="memory-review-path-"))
+    vault, state = root / "vault", root / "state"
+    vault.mkdir()
+    state.mkdir()
+    (vault / "Memory.md").write_text("# Core\n- Name: Sam\n- Lives in Dublin\n", encoding="utf-8")
+    logs = vault / "sessions"
+    logs.mkdir()
+    fact_line = "- The user mentioned that their sister Maeve moved to Lisbon in March."
+    (logs / f"{time.strftime('%Y-%m-%d-%H%M')}-family.md").write_text(
+        f"---\ntype: session-log\nconversation: cli\n---\n# Family news\n\n- The user asked about flights.\n{fact_line}\n", encoding="utf-8"
+    )
+
+    def reviewer(body: dict) -> dict:
+        import re
+
+        content = " ".join(m.get("content") or "" for m in body.get("messages", []))
+        found = re.search(r"^L(\d+): " + re.escape(fact_line), content, re.M)
+        return {"text": f"- 1:L{found.group(1)} | Sister Maeve lives in Lisbon" if found else "NONE"}
+
+    with FakeOllama([reviewer]) as ollama:
+        env = {"TARS_CHAT_OLLAMA_HOST": ollama.url, "TARS_CHAT_OLLAMA_MODEL": "fake-chat"}
+        daemon = TarsDaemon(vault, state, MODEL_DIR, "none", env).start()
+        try:
+            with Client(daemon.socket, timeout=120) as client:
+                start = time.perf_counter()
+                reply = client.call(MemoryReview(id=client.next_id()))
+                reviewed = time.perf_counter() - start
+                [proposal] = [p for p in reply.new if p.kind == "missing"]
+                start = time.perf_counter()
+                done = client.call(DecideMemoryProposals(id=client.next_id(), ids=[proposal.id], approve=True, seen=[proposal.text]))
+                approved = time.perf_counter() - start
+            text = (vault / "Memory.md").read_text(encoding="utf-8")
+            history = (vault / done.history).read_text(encoding="utf-8")
+            ok = "- Sister Maeve lives in Lisbon <!-- tars:" in text and proposal.source in history
+            print_table(
+                ["step", "seconds", "what"],
+                [
+                    ["review (fake model reads the log)", f"{reviewed:.2f}", proposal.text],
+                    ["approve (one change, journaled)", f"{approved:.2f}", f"change {done.change_id}, recorded in {done.history}"],
+                    ["the line in Memory.md, its source in the history", "", met(ok)],
+                ],
+                "the whole path with the fake model: a session log's fact to an approved line",
+            )
+        finally:
+            daemon.stop()
+            daemon.cleanup()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("quality", "speed", "path", "all"))
@@ -236,9 +382,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="*", help="these seeds only (tuning)")
     parser.add_argument("--verbose", action="store_true", help="print each wrong and missed line (tuning seeds only)")
     parser.add_argument("--unseen", action="store_true", help="with --seeds: also the phrasings the checks were not tuned on")
+    parser.add_argument("--runs", type=int, default=3, help="speed: reviews one after the other (the first is the cold one)")
     args = parser.parse_args()
     if args.what in ("quality", "all"):
         quality(args)
+    if args.what in ("speed", "all"):
+        speed(args)
+    if args.what in ("path", "all"):
+        path(args)
 
 
 if __name__ == "__main__":

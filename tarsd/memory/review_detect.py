@@ -184,8 +184,7 @@ def _about_the_same(a: Reading, b: Reading) -> bool:
 
 def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
     """duplicate, supersede (one updates the other), or None (different facts, or unsure)."""
-    verdict = facts.compare(a.fact, b.fact, cosine)
-    if verdict.kind == facts.DUPLICATE:
+    if facts.same_fact(a.fact, b.fact, cosine):  # the judge remember uses says the same fact
         return DUPLICATE
     if a.past != b.past or a.negated != b.negated:
         return None
