@@ -9,9 +9,10 @@ other, lines whose time has passed, and a file past its budget. Each finds *find
   and more. One line of each group is kept: the user's own before one tars wrote, before one the
   model noted; then the first in the file.
 - **Updates**: two lines about the same thing of the same person with another value ("Gym locker:
-  14", "New gym locker: 16"): the older is superseded by the newer. Newer is the later stamp date,
-  else the one the review saw first later, else the one saying it changed ("moved to", "now"),
-  else the later in the file.
+  14", "New gym locker: 16"): the older is superseded by the newer. Newer is the one written (its
+  stamp) or first seen by a review after the other could have been written; without such dates,
+  the one saying it changed ("moved to", "now") if it is also the later in the file; else the pair
+  is left alone.
 - **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), or
   holding words of a passing state ("on call this week", "currently reading Dune", "until Friday")
   written long enough ago. When it was written is its stamp's date, else the day the review first
@@ -274,17 +275,21 @@ def _rank(line: MemoryLine) -> tuple[int, int]:
     return (who, line.index)
 
 
-def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> int:
-    """Of two lines with two values of one thing, the newer. A stamp's date is when a line was
-    written; the day a review first saw a line only says it was written by then. So a date decides
-    only where it must: a line written (or first seen) after the other was first seen is the newer.
-    Else the one saying it changed ("moved to", "now"), else the later in the file."""
+def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> int | None:
+    """Of two lines with two values of one thing, the newer; None when it cannot be told. A stamp's
+    date is when a line was written; the day a review first saw a line only says it was written by
+    then, and the look before that missed it, that it was written after. So dates decide where
+    they must: a line written (or first seen) after the other could have been written is the newer.
+    Without that, the line saying it changed ("moved to", "now", "new") is the newer only if it is
+    also the later in the file; else nothing is proposed (two changes within a week, say, or a file
+    no review has looked at before: which came last is a guess, and a wrong one removes the truth)."""
     ci, cj = _certainly_before(lines[i], lines[j], context), _certainly_before(lines[j], lines[i], context)
     if ci != cj:
         return j if ci else i
     if rs[i].change != rs[j].change:
-        return i if rs[i].change else j
-    return i if lines[i].index > lines[j].index else j
+        changed, other = (i, j) if rs[i].change else (j, i)
+        return changed if lines[changed].index > lines[other].index else None
+    return None
 
 
 def _certainly_before(a: MemoryLine, b: MemoryLine, context: Context) -> bool:
@@ -333,7 +338,8 @@ def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Cont
             group[root(i)] = root(j)
         elif kind == SUPERSEDE and _signature(rs[i]) not in lists and _signature(rs[j]) not in lists:
             newer = _newer(i, j, lines, rs, context)
-            updates.append((j if newer == i else i, newer))
+            if newer is not None:
+                updates.append((j if newer == i else i, newer))
     members: dict[int, list[int]] = defaultdict(list)
     for k in range(len(lines)):
         members[root(k)].append(k)
