@@ -154,7 +154,7 @@ class MemoryReview:
             review_id = self.store.start_review(source, len(lines))
             new = self.store.add(review_id, chosen)
             said = [
-                f"{count} more {kind if count == 1 else _plural(kind)} left for the next review: one review proposes removing at most "
+                f"{count} more {_named(kind, count)} left for the next review: one review proposes removing at most "
                 f"{cap} of {len(lines)} lines ([memory] review_max_remove_percent = {self.config.review_max_remove_percent})"
                 for kind, count in sorted(left.items())
             ]
@@ -350,8 +350,9 @@ def _day(when: float | None) -> date | None:
     return None if when is None else date.fromtimestamp(when)
 
 
-def _plural(kind: str) -> str:
-    return {DUPLICATE: "duplicates", SUPERSEDE: "superseded lines", EXPIRED: "expired lines"}.get(kind, kind + "s")
+def _named(kind: str, count: int) -> str:
+    name = {DUPLICATE: "duplicate", SUPERSEDE: "superseded line", EXPIRED: "expired line"}.get(kind, kind)
+    return name if count == 1 else name + "s"
 
 
 def _file_name(section: str) -> str:
