@@ -187,8 +187,8 @@ def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
     """duplicate, supersede (one updates the other), or None (different facts, or unsure)."""
     if facts.same_fact(a.fact, b.fact, cosine):  # the judge remember uses says the same fact
         return DUPLICATE
-    if a.past != b.past or a.negated != b.negated:
-        return None
+    if a.past != b.past or a.negated != b.negated or _timed(a) != _timed(b):
+        return None  # how things were, or a passing state, is not the same fact as how they are
     if not _about_the_same(a, b):
         return None
     a_values, b_values = _years_aside(a.values, b.values)

@@ -415,9 +415,12 @@ def read(text: str, names: Names) -> Reading:
         if cue is not None:
             if pair is not None and following not in _PREPOSITIONS:
                 index += 1  # "switched jobs": the second word is part of the cue
-            if not subject and not cues and bare in _BASE_VERBS and words and previous not in ("i", "we", "they"):
-                # "Passwords live in Bitwarden": a base-form verb after a noun that is not "I": that noun is whom it is about.
-                subject, words = " ".join(words), []
+            if not subject and bare in _BASE_VERBS and (words or cues) and previous not in ("i", "we", "they"):
+                # "Passwords live in Bitwarden", "Runs live in Strava": a base-form verb after a noun that
+                # is not "I": that noun is what the line is about, even a noun that reads as a cue ("runs").
+                subject, words = " ".join([*cue_roots.values(), *words]), []
+                cues.clear()
+                cue_roots.clear()
             cues.add(cue)
             cue_roots.setdefault(cue, root)
             if cue == "role":
