@@ -254,3 +254,23 @@ def test_an_approval_interrupted_anywhere_is_finished_or_rolled_back_at_start(wo
     assert (vault / "Memory.md").read_text() == worked3.text
     assert f"<!-- tars:memory-change {third_change} -->" in next((vault / "Memory history").iterdir()).read_text()
     assert json.loads(json.dumps(journal.change(third_change).summary))["removed"][0]["raw"] in before
+
+
+def test_who_may_review_decide_and_undo():
+    from tarsctl.authority import Principal, refusal
+    from tarsctl.protocol import DecideMemoryProposals, MemoryProposals, MemoryReview, MemoryUndo
+
+    decide, undo = DecideMemoryProposals(ids=[1], approve=True), MemoryUndo()
+    # The user's doors decide, the phone too (it writes memory lines as the user's already: /remember, forget).
+    for principal in (Principal.TERMINAL, Principal.BROWSER, Principal.PHONE):
+        assert refusal(principal, decide) is None and refusal(principal, undo) is None, principal
+    # A model, an AI tool, a routine and text from a note never decide, nor undo.
+    for principal in (Principal.MODEL, Principal.MCP_CLIENT, Principal.ROUTINE, Principal.DATA):
+        assert refusal(principal, decide) is not None and refusal(principal, undo) is not None, principal
+    # A review only proposes: a routine may run one; the model and an AI tool may not.
+    assert refusal(Principal.ROUTINE, MemoryReview()) is None
+    assert refusal(Principal.MODEL, MemoryReview()) is not None and refusal(Principal.MCP_CLIENT, MemoryReview()) is not None
+    assert refusal(Principal.MCP_CLIENT, MemoryProposals()) is None  # reading what waits
+    # Scheduling one writes the routines file: not the phone's.
+    assert refusal(Principal.PHONE, MemoryReview(schedule="0 18 * * 0")) is not None
+    assert refusal(Principal.TERMINAL, MemoryReview(schedule="0 18 * * 0")) is None
