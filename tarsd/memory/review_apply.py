@@ -237,7 +237,7 @@ class Applier:
 
     def _record(self, change: Change) -> str:
         try:
-            path = record(self.vault, self.history_folder, change, UNDO_COMMAND.format(id=change.id))
+            path = record(self.vault, self.history_folder, change, UNDO_COMMAND.format(id=change.id), self.store.machine())
         except OSError as exc:  # the change is made; its entry is written at the next start
             log.warning("memory change %d: the history note was not written (%s); it is at the next start", change.id, exc)
             return ""

@@ -4,7 +4,8 @@
 Each applied change is one entry: when, who approved it, every line it took out of Memory.md as it
 read there (its provenance stamp too), why, and where that came from, what it added and from where,
 and the command that undoes it; an undo adds an entry of its own. Entries are only ever appended,
-each opening with a heading and a marker naming its change (``<!-- tars:memory-change 12 -->``), so
+each opening with a heading and a marker naming its change and the index that numbered it
+(``<!-- tars:memory-change 12@3f9a0c1e -->``), so
 a note a sync tool forked on two machines is merged by taking the entries of both, and an entry is
 never written twice (the marker is looked for first: a start that finishes an interrupted approval
 records it once).
@@ -29,11 +30,14 @@ def history_path(folder: str, when: float) -> str:
     return f"{folder.strip('/')}/{time.strftime('%Y-%m', time.localtime(when))}.md"
 
 
-def marker(change: Change) -> str:
-    return f"<!-- tars:memory-{'undo' if change.state == UNDONE else 'change'} {change.id} -->"
+def marker(change: Change, machine: str) -> str:
+    """The entry's mark. A change's number is its index's own, and each machine has its index: with
+    the index's name (``machine``, random, made once) two machines' entries in one synced note never
+    share one."""
+    return f"<!-- tars:memory-{'undo' if change.state == UNDONE else 'change'} {change.id}@{machine} -->"
 
 
-def entry(change: Change, undo_command: str) -> str:
+def entry(change: Change, undo_command: str, tag: str) -> str:
     """The entry for a change (applied, or undone), in markdown."""
     summary = change.summary
     when = change.undone_at if change.state == UNDONE and change.undone_at else change.applied_at
@@ -41,7 +45,7 @@ def entry(change: Change, undo_command: str) -> str:
     who = _one_line(summary.get("who", ""))
     lines = []
     if change.state == UNDONE:
-        lines += [f"## {stamp} · change {change.id} undone", marker(change), ""]
+        lines += [f"## {stamp} · change {change.id} undone", tag, ""]
         lines += (
             [f"Put back into {change.path}:"] + [f"- {_one_line(_bare(item['raw']))}" for item in summary.get("removed", [])]
             if summary.get("removed")
@@ -50,7 +54,7 @@ def entry(change: Change, undo_command: str) -> str:
         if summary.get("added"):
             lines += [f"Taken out of {change.path} again:"] + [f"- {_one_line(_bare(item['raw']))}" for item in summary["added"]]
         return "\n".join(lines) + "\n"
-    lines += [f"## {stamp} · change {change.id}" + (f" · approved {who}" if who else ""), marker(change), ""]
+    lines += [f"## {stamp} · change {change.id}" + (f" · approved {who}" if who else ""), tag, ""]
     if summary.get("removed"):
         lines.append(f"Taken out of {change.path}:")
         for item in summary["removed"]:
@@ -68,14 +72,14 @@ def entry(change: Change, undo_command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def record(vault: Path, folder: str, change: Change, undo_command: str) -> str:
+def record(vault: Path, folder: str, change: Change, undo_command: str, machine: str) -> str:
     """Append the change's entry to its month's note, once; the note's path (relative to the vault)."""
     when = change.undone_at if change.state == UNDONE and change.undone_at else change.applied_at
     rel = history_path(folder, when)
     path = owned_file(vault, rel)
     make_folders(vault, path.parent)
-    text = entry(change, undo_command)
-    tag = marker(change)
+    tag = marker(change, machine)
+    text = entry(change, undo_command, tag)
 
     def append(current: str) -> str | None:
         if tag in current:
@@ -91,9 +95,9 @@ def record(vault: Path, folder: str, change: Change, undo_command: str) -> str:
     return rel
 
 
-def recorded(vault: Path, folder: str, change: Change) -> bool:
+def recorded(vault: Path, folder: str, change: Change, machine: str) -> bool:
     when = change.undone_at if change.state == UNDONE and change.undone_at else change.applied_at
-    return marker(change) in read_owned(vault, owned_file(vault, history_path(folder, when)))
+    return marker(change, machine) in read_owned(vault, owned_file(vault, history_path(folder, when)))
 
 
 def _bare(raw: str) -> str:

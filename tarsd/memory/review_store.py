@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import secrets
 import threading
 import time
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from tarsd.store.database import Store
 PENDING, APPROVING, APPLIED, REJECTED, UNDONE, GONE = "pending", "approving", "applied", "rejected", "undone", "gone"
 WRITING = "writing"
 _LAST_LOOK = "memory_review_looked_at"  # meta: when the review last read Memory.md (observe)
+_MACHINE = "memory_review_machine"  # meta: this index's name in the history notes
 _PROPOSAL_COLUMNS = "id, review_id, kind, body, why, source, proposed_at, state, change_id"
 _CHANGE_COLUMNS = "id, applied_at, path, before, after, note_path, note_before, note_after, summary, state, recorded, undone_at"
 
@@ -291,6 +293,16 @@ class ReviewStore:
     def proposals_of(self, change_id: int) -> list[Proposal]:
         rows = self._read(f"SELECT {_PROPOSAL_COLUMNS} FROM memory_proposals WHERE change_id = ? ORDER BY id", (change_id,))
         return [_proposal(row) for row in rows]
+
+    def machine(self) -> str:
+        """This index's name in the history notes, random, made once: change numbers are each index's own."""
+        with self._writing():
+            rows = self.conn.execute("SELECT value FROM meta WHERE key = ?", (_MACHINE,)).fetchall()
+            if rows:
+                return rows[0][0]
+            name = secrets.token_hex(4)
+            self.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (_MACHINE, name))
+            return name
 
     # ---- when each line was first seen ----
 

@@ -95,7 +95,8 @@ def test_an_approved_change_is_undone_byte_for_byte(world, shape):
     assert exact and change.id == decided.change.id
     assert (vault / "Memory.md").read_bytes() == before
     note = (vault / history).read_text(encoding="utf-8")
-    assert f"<!-- tars:memory-change {change.id} -->" in note and f"<!-- tars:memory-undo {change.id} -->" in note
+    machine = review.store.machine()
+    assert f"<!-- tars:memory-change {change.id}@{machine} -->" in note and f"<!-- tars:memory-undo {change.id}@{machine} -->" in note
 
 
 def test_an_undo_after_an_edit_puts_the_lines_back_and_keeps_the_edit(world):
@@ -164,7 +165,7 @@ def test_the_history_keeps_a_line_whole_with_its_provenance(world):
     # Recorded once: a second record of the same change (a start finishing it) adds nothing.
     from tarsd.memory.review_history import record
 
-    record(vault, "Memory history", decided.change, "x")
+    record(vault, "Memory history", decided.change, "x", review.store.machine())
     assert (vault / decided.history).read_text(encoding="utf-8") == note
 
 
@@ -252,7 +253,7 @@ def test_an_approval_interrupted_anywhere_is_finished_or_rolled_back_at_start(wo
     states = {p.id: p.state for p in journal.get([first.id, second.id, third.id])}
     assert states == {first.id: "pending", second.id: "pending", third.id: "applied"}
     assert (vault / "Memory.md").read_text() == worked3.text
-    assert f"<!-- tars:memory-change {third_change} -->" in next((vault / "Memory history").iterdir()).read_text()
+    assert f"<!-- tars:memory-change {third_change}@{journal.machine()} -->" in next((vault / "Memory history").iterdir()).read_text()
     assert json.loads(json.dumps(journal.change(third_change).summary))["removed"][0]["raw"] in before
 
 
@@ -274,3 +275,19 @@ def test_who_may_review_decide_and_undo():
     # Scheduling one writes the routines file: not the phone's.
     assert refusal(Principal.PHONE, MemoryReview(schedule="0 18 * * 0")) is not None
     assert refusal(Principal.TERMINAL, MemoryReview(schedule="0 18 * * 0")) is None
+
+
+def test_two_machines_changes_of_one_number_are_both_recorded_in_a_synced_note(world, tmp_path):
+    """Each machine numbers its changes in its own index: a note synced from another machine that
+    holds that machine's change 1 must not stop this one from recording its own change 1."""
+    vault, files, _, make = world
+    memory(vault, MEMORY + FILLER)
+    other = MemoryReview(files, Store(tmp_path / "other.sqlite3"), MemoryConfig(), None)  # the other machine's index
+    first = other.run("terminal").new[0]
+    theirs = other.decide([first.id], True)
+    mine = make()
+    proposal = next(p for p in mine.run("terminal").new if p.kind == "expired")
+    ours = mine.decide([proposal.id], True)
+    assert theirs.change.id == ours.change.id == 1 and theirs.history == ours.history
+    note = (vault / ours.history).read_text(encoding="utf-8")
+    assert note.count("· change 1") == 2 and "Flight to Lisbon" in note and "Works at Acme" in note

@@ -221,3 +221,14 @@ def test_only_the_users_doors_decide_over_http_the_mcp_token_may_not(fresh):
         undone = http.post("/memory/undo", json={"change_id": 0})
         assert undone.status_code == 200 and undone.json()["exact"] is True
         assert (daemon.vault / "Memory.md").read_bytes() == before
+
+
+def test_the_repl_asks_about_each_proposal_and_a_reject_is_never_asked_again(fresh):
+    daemon, _, _ = fresh
+    before = write_memory(daemon, "# Core\n- Name: Sam\n- Rides a blue bike\n- rides a blue bike.\n")
+    typed = daemon.repl(["/review memory", "r", "/review memory"])
+    assert typed.returncode == 0, typed.stderr
+    assert "remove 'rides a blue bike.' (line 4): line 3 says the same: 'Rides a blue bike'" in typed.stdout
+    assert re.search(r"rejected #\d+: never proposed again", typed.stdout)
+    assert "nothing new to propose (1 found again but proposed before: never twice)" in typed.stdout
+    assert (daemon.vault / "Memory.md").read_bytes() == before
