@@ -12,7 +12,7 @@ The histories come from tests/harness/memory_histories.py (a year of one user's 
 truth of what it should say at the end). The seeds were fixed before any tuning, and only the
 tuning seeds were looked at while the checks were tuned; the held-out seeds were run once the
 checks were settled. A third set runs the held-out seeds with phrasings added to the generator
-(UNSEEN_SAY, UNSEEN_CHANGE, UNSEEN_TRANSIENT there) that the checks were never tuned on either.
+(UNSEEN_SAY, UNSEEN_CHANGE, UNSEEN_TRANSIENT in tests/harness/memory_phrasings.py) that the checks were never tuned on either.
 """
 
 from __future__ import annotations
