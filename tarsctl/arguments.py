@@ -88,6 +88,7 @@ def full_parser() -> argparse.ArgumentParser:
     tools.add_argument("--json", action="store_true", help="every field, as one JSON object")
 
     _add_routine_commands(commands)
+    _add_memory_commands(commands)
 
     status = commands.add_parser("status", help="show what the daemon is doing")
     status.add_argument("--json", action="store_true", help="every field, as one JSON object")
@@ -103,6 +104,33 @@ def full_parser() -> argparse.ArgumentParser:
 # `tarsctl routines --json show X` and `tarsctl routines show X --json` alike: an action's own
 # --json sets the flag only when given (its default would overwrite the one given before the action).
 _ALSO_HERE = {"action": "store_true", "default": argparse.SUPPRESS, "help": "the reply, every field, as one JSON object"}
+
+
+def _add_memory_commands(commands) -> None:
+    """memory: the memory review (docs/memory.md#the-memory-review)."""
+    memory = commands.add_parser(
+        "memory",
+        help="the memory review: proposals to keep Memory.md small and true, each yours to approve or reject; undo",
+        description="review: review Memory.md now (on a terminal, decide each proposal); proposals: those waiting; "
+        "approve|reject N... or --kind KIND; undo [N]: undo a change (the last by default); "
+        'schedule "CRON": run the review on a schedule.',
+    )
+    memory.add_argument("memory_action", choices=("review", "proposals", "approve", "reject", "undo", "schedule"), metavar="ACTION")
+    memory.add_argument("rest", nargs="*", help="proposal numbers (approve, reject), a change number (undo), a schedule (schedule)")
+    memory.add_argument(
+        "--kind", default="", choices=("", "duplicate", "supersede", "expired", "budget", "missing"), help="all waiting of a kind"
+    )
+    memory.add_argument("--no-sessions", action="store_true", help="review: without reading the session logs with the model")
+    memory.add_argument("--provider", choices=("ollama", "anthropic"), default="")
+    memory.add_argument("--model", default="")
+    memory.add_argument(
+        "--deliver",
+        action="append",
+        default=[],
+        choices=("inbox", "telegram", "whatsapp", "note"),
+        help="schedule: where it says what it found",
+    )
+    memory.add_argument("--json", action="store_true", help="review, proposals: the reply, every field, as one JSON object")
 
 
 def _add_routine_commands(commands) -> None:

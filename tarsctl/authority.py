@@ -32,6 +32,7 @@ from tarsctl.protocol import (
     Cancel,
     Chat,
     ConversationHistory,
+    DecideMemoryProposals,
     DecideRule,
     DecideToolCall,
     EndConversation,
@@ -42,6 +43,9 @@ from tarsctl.protocol import (
     Links,
     ListConversations,
     ListTools,
+    MemoryProposals,
+    MemoryReview,
+    MemoryUndo,
     Message,
     PendingRules,
     Ping,
@@ -148,6 +152,13 @@ def _inbox(request: Inbox) -> frozenset[Right]:
     return frozenset({Right.READ, Right.CONVERSE} if request.mark_read or request.mark_all_read else {Right.READ})
 
 
+def _memory_review(request: MemoryReview) -> frozenset[Right]:
+    # A review proposes and changes nothing: asking for one is conversing (a routine may). Scheduling
+    # one writes the routines file. Deciding its proposals and undoing what they changed is writing
+    # the user's memory lines as the user's: the user's, at the terminal, on the page or the phone.
+    return frozenset({Right.CONVERSE, Right.SCHEDULE} if request.schedule.strip() else {Right.CONVERSE})
+
+
 def _always(*rights: Right) -> Callable[[Message], frozenset[Right]]:
     fixed = frozenset(rights)
     return lambda _request: fixed
@@ -185,6 +196,10 @@ NEEDS: dict[type[Message], Callable[[Message], frozenset[Right]]] = {
     Remind: _always(Right.REMIND),
     Inbox: _inbox,
     PreviewSchedule: _always(Right.READ),  # reads a schedule and says when it would run: saves nothing
+    MemoryReview: _memory_review,
+    MemoryProposals: _always(Right.READ),
+    DecideMemoryProposals: _always(Right.REMEMBER_AS_USER),
+    MemoryUndo: _always(Right.REMEMBER_AS_USER),
 }
 
 _WHO = {

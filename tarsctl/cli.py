@@ -430,6 +430,12 @@ def _inbox(client: Client, args) -> int:
     return inbox_command(client, args)
 
 
+def _memory(client: Client, args) -> int:
+    from tarsctl.memory_view import memory_command
+
+    return memory_command(client, args, ask=input if _interactive() else None)
+
+
 def _review(client: Client, args) -> int:
     from tarsctl.chat import ChatSession
 
@@ -455,6 +461,7 @@ COMMANDS = {
     "routines": _routines,
     "remind": _remind,
     "inbox": _inbox,
+    "memory": _memory,
 }
 
 if __name__ == "__main__":  # the full client alone; `python -m tarsctl` is the command as installed

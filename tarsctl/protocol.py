@@ -332,6 +332,48 @@ class PreviewSchedule(Message, tag="preview_schedule"):
     runs: Annotated[int, Meta(ge=1, le=10)] = 3  # how many of the next runs
 
 
+# ---- the memory review (docs/memory.md#the-memory-review) ----
+
+
+class MemoryReview(Message, tag="memory_review"):
+    """Review Memory.md as a whole and propose changes, never make them (answered by memory_review_reply).
+    With ``schedule``: review nothing now, but write the routine ``memory-review`` that runs one on that
+    schedule (a routine with ``review = "memory"``, no prompt: docs/routines.md)."""
+
+    id: int = 0
+    sessions: bool = True  # also read the session logs since the last review with the model, when one answers
+    provider: Annotated[str, Meta(max_length=32)] = ""
+    model: Annotated[str, Meta(max_length=200)] = ""
+    schedule: Annotated[str, Meta(max_length=200)] = ""
+    deliver: Annotated[list[Annotated[str, Meta(max_length=32)]], Meta(max_length=8)] = []  # with schedule: where it says what it found
+
+
+class MemoryProposals(Message, tag="memory_proposals"):
+    """The memory review's proposals waiting for the user (answered by memory_proposals_reply)."""
+
+    id: int = 0
+
+
+class DecideMemoryProposals(Message, tag="decide_memory_proposals"):
+    """Approve (applied as one change, undoable) or reject (remembered: never proposed again) memory
+    proposals: those in ``ids``, or every one waiting of ``kind`` (answered by memory_proposals_decided).
+    ``seen``, when given, is each proposal's ``text`` as the user saw it, in the order of ``ids``: the
+    decision is refused if a proposal says anything else now."""
+
+    id: int = 0
+    ids: Annotated[list[Annotated[int, Meta(ge=1)]], Meta(max_length=1000)] = []
+    kind: Annotated[str, Meta(max_length=32)] = ""  # duplicate | supersede | expired | budget | missing
+    approve: bool = False
+    seen: Annotated[list[Annotated[str, Meta(max_length=20_000)]], Meta(max_length=1000)] = []
+
+
+class MemoryUndo(Message, tag="memory_undo"):
+    """Undo a change the memory review applied (answered by memory_undone)."""
+
+    id: int = 0
+    change_id: Annotated[int, Meta(ge=0)] = 0  # 0: the last change applied
+
+
 # ---- replies and stream events ----
 
 
@@ -929,6 +971,7 @@ class RoutineInfo(msgspec.Struct, omit_defaults=True):
     note: str = ""
     heading: str = ""
     undo: str = ""  # the command that removes it
+    review: str = ""  # a built-in run instead of a prompt: "memory" (the memory review)
 
 
 class RoutinesReply(Message, tag="routines_reply"):
@@ -993,6 +1036,67 @@ class SchedulePreview(Message, tag="schedule_preview"):
     hint: str = ""  # what is accepted instead
 
 
+class MemoryProposal(msgspec.Struct, omit_defaults=True):
+    """One proposal of the memory review: ``text`` says, whole, what approving it changes."""
+
+    id: int
+    kind: str  # duplicate | supersede | expired | budget | missing
+    text: str  # what changes, in words: what the user approves (DecideMemoryProposals.seen)
+    remove: list[str] = []  # the lines it takes out of Memory.md, as they read (stamps too)
+    keep: str = ""  # duplicate, supersede: the line that stays
+    add: str = ""  # missing: the line it adds
+    section: str = ""  # missing: the heading it goes under; budget: the section that moves
+    note: str = ""  # budget: the note the section moves to
+    why: str = ""
+    source: str = ""  # where it came from: Memory.md:12 and :40, or sessions/...md#L12
+    quote: str = ""  # missing: the session log's line, as it reads
+    review_id: int = 0
+    proposed_at: float = 0.0
+
+
+class MemoryReviewReply(Message, tag="memory_review_reply"):
+    id: int = 0
+    review_id: int = 0
+    new: list[MemoryProposal] = []  # proposed by this review
+    waiting: list[MemoryProposal] = []  # every proposal waiting, this review's included
+    left: list[str] = []  # what the cap on removals left for the next review, and why
+    notes: list[str] = []  # what else to know (the session logs not read, and why)
+    lines: int = 0  # Memory.md's lines
+    cap: int = 0  # lines one review may propose to remove
+    known: int = 0  # found again, but proposed before: not proposed twice
+    path: str = ""  # the memory file reviewed
+    routine: str = ""  # with schedule: the routine written
+
+
+class MemoryProposalsReply(Message, tag="memory_proposals_reply"):
+    id: int = 0
+    proposals: list[MemoryProposal] = []
+    path: str = ""
+
+
+class MemoryProposalsDecided(Message, tag="memory_proposals_decided"):
+    id: int = 0
+    approve: bool = False
+    decided: list[int] = []  # approved (applied) or rejected
+    gone: list[int] = []  # their lines changed since they were proposed: nothing was done
+    change_id: int = 0  # the change applied (0: none)
+    undo: str = ""  # the command that undoes it
+    history: str = ""  # the note in the vault that records it
+    path: str = ""
+    removed: list[str] = []
+    added: list[str] = []
+
+
+class MemoryUndone(Message, tag="memory_undone"):
+    id: int = 0
+    change_id: int = 0
+    exact: bool = False  # the file is back byte for byte (nobody edited it since the change)
+    restored: list[str] = []  # the lines put back
+    removed: list[str] = []  # the lines taken out again
+    history: str = ""
+    path: str = ""
+
+
 class Error(Message, tag="error"):
     id: int = 0
     code: str = ""  # bad_frame | too_large | bad_request | unsupported | unavailable | internal | ...
@@ -1031,6 +1135,10 @@ ClientMessage = (
     | Remind
     | Inbox
     | PreviewSchedule
+    | MemoryReview
+    | MemoryProposals
+    | DecideMemoryProposals
+    | MemoryUndo
 )
 ServerMessage = (
     Welcome
@@ -1066,6 +1174,10 @@ ServerMessage = (
     | RoutineRan
     | InboxReply
     | SchedulePreview
+    | MemoryReviewReply
+    | MemoryProposalsReply
+    | MemoryProposalsDecided
+    | MemoryUndone
 )
 FINAL_REPLIES = (
     Pong,
@@ -1096,6 +1208,10 @@ FINAL_REPLIES = (
     RoutineRan,
     InboxReply,
     SchedulePreview,
+    MemoryReviewReply,
+    MemoryProposalsReply,
+    MemoryProposalsDecided,
+    MemoryUndone,
 )
 
 encoder = msgspec.msgpack.Encoder()

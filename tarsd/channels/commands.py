@@ -14,10 +14,17 @@ import asyncio
 from tarsctl.authority import Principal, refusal
 from tarsctl.protocol import (
     ConversationEnded,
+    DecideMemoryProposals,
     EndConversation,
     Error,
     Forget,
     Forgotten,
+    MemoryProposal,
+    MemoryProposalsDecided,
+    MemoryReview,
+    MemoryReviewReply,
+    MemoryUndo,
+    MemoryUndone,
     Message,
     Remember,
     Remembered,
@@ -31,6 +38,7 @@ from tarsctl.protocol import (
     SearchResults,
 )
 from tarsctl.routine_times import WHEN_FORMS, day_and_time, soon, split_when
+from tarsctl.shown import shown_text
 from tarsd.channels.channel import Button
 from tarsd.channels.effects import literal
 
@@ -43,6 +51,7 @@ HELP = """Commands:
 /forget TEXT: remove the line of Memory.md that TEXT names (you are asked first)
 /remind WHEN TEXT: a reminder here, in the owner's chat (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
 /routines: your routines and reminders; /routines pause|resume|run NAME; /routines rm REMINDER
+/review memory: review Memory.md; approve or reject each proposal; /review undo [N]: undo a change
 /new: log this conversation and start a new one
 /whoami: the ids this message came from, for {allow_list}
 /help: this list
@@ -211,6 +220,104 @@ class Commands:
             return await self._say(sender, failure(f"{name} is unchanged", reply))
         await self._say(sender, f"`{reply.routine.name or name}`: {reply.status}.")
 
+    # ---- the memory review: /review memory, its proposals with buttons, /review undo ----
+
+    async def _review_command(self, sender: str, rest: str) -> None:
+        words = rest.lower().split()
+        if words == ["memory"]:
+            return await self._review_memory(sender)
+        if words[:1] == ["undo"] and len(words) <= 2 and all(w.isdigit() for w in words[1:]):
+            return await self._undo_memory(sender, int(words[1]) if len(words) == 2 else 0)
+        await self._say(sender, "Usage: /review memory, or /review undo [N] to undo a change it applied (the last by default)")
+
+    async def _review_memory(self, sender: str) -> None:
+        """Review Memory.md now, then ask about every proposal waiting: all of a kind at once (the
+        list shown whole first) or one by one, each with its whole text; nothing changes until a tap."""
+        typing = asyncio.ensure_future(self._keep_typing(sender))
+        try:
+            reply = await self._final(MemoryReview(id=next(self._ids)), sender)
+        finally:
+            typing.cancel()
+        if not isinstance(reply, MemoryReviewReply):
+            return await self._say(sender, failure("No review", reply))
+        said = f"Reviewed {reply.path} ({reply.lines} lines): " + (
+            f"{len(reply.new)} new proposals" if reply.new else "nothing new to propose"
+        )
+        said += f"; {len(reply.waiting)} wait for you." if reply.waiting else "."
+        said += "".join(f"\n({line})" for line in [*reply.left, *reply.notes])
+        await self._say(sender, said)
+        for kind in MEMORY_KINDS:
+            group = [p for p in reply.waiting if p.kind == kind]
+            if len(group) > 1:
+                await self._ask_memory_group(sender, kind, group)
+            elif group:
+                await self._ask_memory_one(sender, group[0])
+
+    async def _ask_memory_group(self, sender: str, kind: str, group: list[MemoryProposal]) -> None:
+        listing = "\n".join(f"#{p.id} {_whole(p.text)}" for p in group)
+        await self._say(sender, f"{MEMORY_KINDS[kind]} ({len(group)}):\n```\n{listing}\n```")
+        ids, seen = [p.id for p in group], [p.text for p in group]
+        nonce = self._question(
+            sender,
+            {
+                "yes": lambda: self._decide_memory(sender, ids, True, seen),
+                "no": lambda: self._decide_memory(sender, ids, False, seen),
+                "each": lambda: self._ask_memory_each(sender, group),
+            },
+            QUESTION_SECONDS,
+        )
+        buttons = [
+            Button(f"{nonce}:yes", f"Approve all {len(group)}"),
+            Button(f"{nonce}:no", "Reject all"),
+            Button(f"{nonce}:each", "One by one"),
+        ]
+        await self._ask(sender, f"The {len(group)} above: approve all, reject all, or one by one?", buttons)
+
+    async def _ask_memory_each(self, sender: str, group: list[MemoryProposal]) -> None:
+        for proposal in group:
+            await self._ask_memory_one(sender, proposal)
+
+    async def _ask_memory_one(self, sender: str, proposal: MemoryProposal) -> None:
+        text = f"#{proposal.id}:\n```\n{_whole(proposal.text)}\n```\nsource: `{_whole(proposal.source)}`"
+        if proposal.quote:
+            text += f"\nthe log's line:\n```\n{_whole(proposal.quote)}\n```"
+        if not self.channel.fits_question(text):
+            await self._say(sender, text)
+            text = f"Approve #{proposal.id}, shown above?"
+        nonce = self._question(
+            sender,
+            {
+                "yes": lambda: self._decide_memory(sender, [proposal.id], True, [proposal.text]),
+                "no": lambda: self._decide_memory(sender, [proposal.id], False, [proposal.text]),
+            },
+            QUESTION_SECONDS,
+        )
+        await self._ask(sender, text, [Button(f"{nonce}:yes", "Approve"), Button(f"{nonce}:no", "Reject")])
+
+    async def _decide_memory(self, sender: str, ids: list[int], approve: bool, seen: list[str]) -> None:
+        reply = await self._final(DecideMemoryProposals(id=next(self._ids), ids=ids, approve=approve, seen=seen), sender)
+        if not isinstance(reply, MemoryProposalsDecided):
+            return await self._say(sender, failure("Nothing was decided", reply))
+        numbers = ", ".join(f"#{n}" for n in reply.decided)
+        gone = f"\nNot done: {', '.join(f'#{n}' for n in reply.gone)} (its lines changed since)." if reply.gone else ""
+        if not approve:
+            return await self._say(sender, f"Rejected {numbers}: never proposed again.{gone}")
+        if not reply.change_id:
+            return await self._say(sender, f"Nothing was applied.{gone}")
+        changed = "\n".join([*(f"- {_whole(line)}" for line in reply.removed), *(f"+ {_whole(line)}" for line in reply.added)])
+        done = f"Approved {numbers}: change {reply.change_id} in {reply.path}:\n```\n{changed}\n```\nRecorded in {reply.history}.{gone}"
+        done += f"\nUndo: /review undo {reply.change_id} (or `{reply.undo}`)"
+        await self._say(sender, done)
+        nonce = self._question(sender, {"undo": lambda: self._undo_memory(sender, reply.change_id)}, QUESTION_SECONDS)
+        await self._ask(sender, f"Undo change {reply.change_id}?", [Button(f"{nonce}:undo", "Undo")])
+
+    async def _undo_memory(self, sender: str, change_id: int) -> None:
+        reply = await self._final(MemoryUndo(id=next(self._ids), change_id=change_id), sender)
+        if not isinstance(reply, MemoryUndone):
+            return await self._say(sender, failure("Nothing was undone", reply))
+        how = "byte for byte as it was" if reply.exact else "line by line (it changed since: your edits stay)"
+        await self._say(sender, f"Undid change {reply.change_id}: {reply.path} is back {how}.")
+
 
 def routines_list(reply: RoutinesReply) -> str:
     """One short line per routine and reminder, for a phone's screen."""
@@ -230,6 +337,20 @@ def routines_list(reply: RoutinesReply) -> str:
     if reply.problem:
         lines.append(f"Problem: {reply.problem}")
     return "\n".join(lines)
+
+
+MEMORY_KINDS = {
+    "duplicate": "Duplicates",
+    "supersede": "Lines another updates (they go to the history)",
+    "expired": "Lines whose time has passed",
+    "budget": "Sections to move out of a file past its budget",
+    "missing": "Facts the session logs stated (found by the model: check each)",
+}
+
+
+def _whole(text: str) -> str:
+    """Text from the user's file or a model, shown whole in a code block: cleaned, and unable to close it."""
+    return shown_text(text).replace("```", "ʼʼʼ")
 
 
 def failure(what: str, reply: Message | None) -> str:

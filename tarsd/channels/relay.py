@@ -262,6 +262,8 @@ class Relay(Commands):
             return await self._remind(event.sender, rest)
         if name == "/routines":
             return await self._routines(event.sender, rest)
+        if name == "/review":
+            return await self._review_command(event.sender, rest)
         if name == "/whoami":
             # Only ever to an allowed sender, about themselves: the ids are theirs.
             ids = "\n".join(f"`{i}`" for i in event.ids)

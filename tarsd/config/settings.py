@@ -139,6 +139,12 @@ class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Status warns when the part that is in every prompt (the whole file, or the core) passes these.
     warn_lines: Count = 100
     warn_tokens: Count = 1000
+    # The memory review (docs/memory.md#the-memory-review): one review proposes removing at most this
+    # share of Memory.md's lines (at least one), those still waiting from earlier reviews included, so
+    # a wrong check can never empty the file even if its proposals are approved all at once.
+    review_max_remove_percent: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    # Where the history of what the review changed is kept in the vault: a note per month.
+    history_folder: str = "Memory history"
 
 
 class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):

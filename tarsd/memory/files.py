@@ -395,6 +395,31 @@ class MemoryFiles:
         scored.sort(key=lambda c: (-c.score, c.line_number))
         return Forgotten(rel, scored[: max(1, limit)])
 
+    # ---- the memory review (tarsd/memory/review.py): a change the user approved, or its undo ----
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by a writer of memory files; the memory review holds it from reading a file to writing it."""
+        return self._lock
+
+    def rewrite(
+        self, kind: str, change: Callable[[str], str | None], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
+    ) -> str | None:
+        """Apply ``change`` to a memory file's text, guarded like a remember or a forget (the lines
+        ``added`` and ``removed`` are watched against an editor's stale save); the text written."""
+        target = self.target(kind)
+        with self._lock:
+            make_folders(self.vault, target.parent)
+            written = atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+        if written is not None and self.on_written is not None:
+            self.on_written(self.rel(target))
+        return written
+
+    def section_for(self, fact: str) -> str:
+        """The Memory.md heading a new fact would go under (as remember picks it, without the model)."""
+        existing = memory_lines(read_owned(self.vault, self.semantic))
+        return self._section_for(fact, existing, None)
+
     # ---- writing, and the guard ----
 
     def _write(

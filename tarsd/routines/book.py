@@ -51,6 +51,7 @@ NAME_HINT = "a name is 1 to 64 lower-case letters, digits, '-' and '_', starting
 TARGETS: tuple[str, ...] = get_args(DeliveryTarget)
 CHANNEL_TARGETS = ("telegram", "whatsapp")  # the targets that are messengers: a message there reaches the user's phone
 AUTHORS = ("user", "model")
+REVIEWS = ("memory",)  # built-in runs a routine may have instead of a prompt
 ROUTINE_TABLE, REMINDER_TABLE = "routine", "reminder"
 _NOT_CHANGED = ("name", "created")
 _OPTIONAL_NUMBERS = {"runs_per_day": 1, "tokens_per_run": 1, "grace_minutes": 0}  # the least each may be
@@ -85,6 +86,9 @@ class Routine:
     note: str = ""  # for the note target; empty: the config's
     heading: str = ""
     by: str = "user"  # who wrote it: "user" | "model"
+    # A built-in run instead of a prompt: "memory" runs the memory review (docs/memory.md#the-memory-review),
+    # which proposes and changes nothing; tarsd/speaking/memory_review.py runs it.
+    review: str = ""
 
     @property
     def is_reminder(self) -> bool:
@@ -262,19 +266,22 @@ class Book:
             now = datetime.fromtimestamp(created, UTC)
         if not isinstance(routine.name, str) or not NAME.fullmatch(routine.name):
             raise RoutineError(f"{routine.name!r} cannot be a name", NAME_HINT)
-        for key in ("schedule", "prompt", "text", "note", "heading", "by"):
+        for key in ("schedule", "prompt", "text", "note", "heading", "by", "review"):
             if not isinstance(getattr(routine, key), str):
                 raise RoutineError(f"{key} must be a string in quotes")
         for key in ("schedule", "note", "heading"):
             # One line each: a heading with a line break would write a heading of its own into the note.
             if any(ord(char) < 32 or ord(char) == 127 for char in getattr(routine, key)):
                 raise RoutineError(f"{key} must be one line, with no control characters", f"give the {key} on one line")
-        if (routine.prompt == "") == (routine.text == ""):
+        if sum(1 for key in ("prompt", "text", "review") if getattr(routine, key) != "") != 1:
             raise RoutineError(
-                "needs exactly one of prompt (a routine: the model is asked) and text (a reminder: the text is sent as it is)",
+                "needs exactly one of prompt (a routine: the model is asked), text (a reminder: the text is sent as it is) "
+                'and review (a built-in run: review = "memory")',
                 'e.g. prompt = "What is on my calendar today?"',
             )
-        if routine.prompt.strip() == "" and routine.text.strip() == "":
+        if routine.review and routine.review not in REVIEWS:
+            raise RoutineError(f"no built-in review {routine.review!r}", f"review may be {', '.join(map(repr, REVIEWS))}")
+        if not routine.review and routine.prompt.strip() == "" and routine.text.strip() == "":
             raise RoutineError("its prompt or text is only blanks", "say what tars should do or say")
         for key in ("deliver", "tools"):
             values = getattr(routine, key)

@@ -27,6 +27,7 @@ from tarsd.routines.ledger import Ledger, Run
 from tarsd.routines.schedule import ScheduleError, parse_schedule
 from tarsd.serve.handlers.common import Peer
 from tarsd.speaking.deliveries import Deliveries
+from tarsd.speaking.memory_review import run_review
 
 if TYPE_CHECKING:  # the channels are loaded only when one is enabled
     from tarsd.channels.relay import Relay
@@ -101,6 +102,8 @@ class RoutineRunner:
         try:
             if routine.is_reminder:
                 return await self._remind(routine, run)
+            if routine.review:  # a built-in run, no prompt: the memory review (tarsd/speaking/memory_review.py)
+                return await run_review(self, routine, RoutinePeer(routine.name, self._stopping), run)
             return await self._run(routine, scheduled, late, run)
         except asyncio.CancelledError:
             await asyncio.to_thread(self.ledger.finish, run.id, "interrupted", "tarsd stopped during the run")

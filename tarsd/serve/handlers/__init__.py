@@ -19,6 +19,7 @@ from tarsctl.protocol import (
     Cancel,
     Chat,
     ConversationHistory,
+    DecideMemoryProposals,
     DecideRule,
     DecideToolCall,
     EndConversation,
@@ -30,6 +31,9 @@ from tarsctl.protocol import (
     Links,
     ListConversations,
     ListTools,
+    MemoryProposals,
+    MemoryReview,
+    MemoryUndo,
     Message,
     PendingRules,
     Ping,
@@ -88,6 +92,10 @@ HANDLERS: dict[type, Handler] = {
     Remind: routines.remind,
     Inbox: routines.inbox,
     PreviewSchedule: routines.preview_schedule,
+    MemoryReview: memory.memory_review,
+    MemoryProposals: memory.memory_proposals,
+    DecideMemoryProposals: memory.decide_memory_proposals,
+    MemoryUndo: memory.memory_undo,
 }
 
 

@@ -67,6 +67,7 @@ def routine_info(daemon: DaemonParts, routine: Routine, runs: int = 0) -> Routin
         note=routine.note or (settings.note if "note" in targets else ""),
         heading=routine.heading or (settings.heading if "note" in targets else ""),
         undo=f"tarsctl routines rm {routine.name}",
+        review=routine.review,
     )
 
 

@@ -7,6 +7,7 @@
 import { $, el, button, plural, ApiError, describe, useToken, onSignedOut, api, json, send as post } from "./core.js";
 import { markdown } from "./markdown.js";
 import { refreshRoutines, stopRefreshing, useMessengers } from "./routines.js";
+import { loadMemoryProposals } from "./memory.js";
 
 const TOKEN_KEY = "tars.token";
 const CONVERSATION = "web"; // the web page's conversation, shared by every browser of this user
@@ -524,6 +525,7 @@ async function start() {
     show(document.body.dataset.view || "search");
     loadConversation();
     loadPendingRules();
+    loadMemoryProposals();
     refreshRoutines();
     clearInterval(refreshTimer); // start() runs again after a token is pasted: one timer
     refreshTimer = setInterval(refreshRoutines, REFRESH_MS);

@@ -1,0 +1,471 @@
+"""The review's model-free checks of Memory.md as a whole: duplicates, lines that update each
+other, lines whose time has passed, and a file past its budget. Each finds *findings*; the review
+(tarsd/memory/review.py) turns them into proposals the user approves or rejects.
+
+- **Duplicates**: two lines that say the same fact. The judge ``remember`` uses (facts.compare,
+  with the line vectors when they are loaded) on the lines with units, times and dates written
+  one way; and two lines about the same thing of the same person saying the same of it in other
+  words ("Anna lives in Cork", "Anna (sister) is based in Cork"), or one saying all the other says
+  and more. One line of each group is kept: the user's own before one tars wrote, before one the
+  model noted; then the first in the file.
+- **Updates**: two lines about the same thing of the same person with another value ("Gym locker:
+  14", "New gym locker: 16"): the older is superseded by the newer. Newer is the one written (its
+  stamp) or first seen by a review after the other could have been written; without such dates,
+  the one saying it changed ("moved to", "now") if it is also the later in the file; else the pair
+  is left alone.
+- **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), or
+  holding words of a passing state ("on call this week", "currently reading Dune", "until Friday")
+  written long enough ago. When it was written is its stamp's date, else the day the review first
+  saw it (review_store.py keeps that); a line the review has never seen before is given no age.
+- **Budget**: the part of the file in every prompt (the whole file up to [memory] prompt_lines)
+  is past its budget: the largest sections but the core are proposed to move to a note of their
+  own, linked from where they stood.
+
+Comparing every pair of a 1,000-line file with the judge would take seconds, so pairs are taken
+only where two lines share a person, a predicate, a value or a rare word (an index of each), and,
+with the vectors, where their cosine is high.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from tarsd.memory import facts
+from tarsd.memory.lines import MemoryLine
+from tarsd.memory.review_words import DURABLE, EVENT, LIFE_EVENT, UNTIL_DAY, WEEKDAYS, Names, Reading, read, transient_days
+
+DUPLICATE, SUPERSEDE, EXPIRED, BUDGET = "duplicate", "supersede", "expired", "budget"
+REMOVING = (DUPLICATE, SUPERSEDE, EXPIRED)
+
+# A key shared by more lines than this is too common to pair them by ("work", "likes").
+COMMON_KEY = 60
+# With the vectors: each line's nearest lines at or above this cosine are compared too.
+NEAR_COSINE = 0.8
+NEAR_COUNT = 4
+# Words of a passing state: how long after their day a line is proposed (a margin for a stamp's day
+# or the review's first sight of a line, which may be a week after it was written).
+GRACE_DAYS = 0
+# A date without a year is the first such day from this long before the line was written.
+DATE_LOOKBACK_DAYS = 14
+WORD_OVERLAP = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str  # duplicate | supersede | expired | budget
+    line: int  # index (in the lines given) of the line it would remove; budget: the first line of the section
+    keep: int = -1  # duplicate, supersede: the line that stays
+    why: str = ""
+    section: str = ""  # budget: the section proposed to move
+    lines: tuple[int, ...] = ()  # budget: the lines that move
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the checks know beside the lines: today; for a line without a stamp, the day a review
+    first saw it (it was written by then) and the day of the look before, which did not find it (it
+    was written after; None when the first look found it); the cosine between two lines and each
+    line's nearest lines, when the vectors are loaded."""
+
+    today: date
+    first_seen: Callable[[MemoryLine], date | None] = lambda _line: None
+    cosine: Callable[[int, int], float | None] | None = None
+    neighbours: Callable[[int], Sequence[int]] | None = None
+    absent: Callable[[MemoryLine], date | None] = lambda _line: None
+
+
+def _stamped(line: MemoryLine) -> date | None:
+    if line.stamp is not None:
+        try:
+            return date.fromisoformat(line.stamp.date)
+        except ValueError:
+            pass
+    return None
+
+
+def written(line: MemoryLine, context: Context) -> date | None:
+    """The last day a line can have been written: its stamp, else the day a review first saw it."""
+    stamped = _stamped(line)
+    return stamped if stamped is not None else context.first_seen(line)
+
+
+def written_after(line: MemoryLine, context: Context) -> date | None:
+    """The first day a line can have been written: its stamp, else the day of the look that missed it."""
+    stamped = _stamped(line)
+    return stamped if stamped is not None else context.absent(line)
+
+
+def readings(lines: Sequence[MemoryLine]) -> list[Reading]:
+    names = Names([line.text for line in lines])
+    return [read(line.text, names) for line in lines]
+
+
+# ---- pairs worth comparing ----
+
+
+def candidate_pairs(readings: Sequence[Reading], context: Context) -> set[tuple[int, int]]:
+    """Pairs (i < j) that share a person, a predicate, a value or a word, or are near in meaning."""
+    index: dict[str, list[int]] = defaultdict(list)
+    for i, reading in enumerate(readings):
+        if len(reading.text) > facts.LONG_LINE_CHARS:
+            continue
+        keys = {f"k:{reading.fact.key}"}
+        if reading.subject:
+            keys.add(f"s:{reading.subject}")
+        else:
+            keys |= {f"c:{cue}" for cue in reading.cues} | {f"w:{word}" for word in reading.words} | {f"v:{v}" for v in reading.values}
+            keys |= {f"x:{word}" for word in reading.value_words}
+        for key in keys:
+            index[key].append(i)
+    pairs: set[tuple[int, int]] = set()
+    for key, members in index.items():
+        if len(members) < 2 or (len(members) > COMMON_KEY and not key.startswith("k:")):
+            continue
+        for position, i in enumerate(members):
+            for j in members[position + 1 :]:
+                pairs.add((i, j))
+    if context.neighbours is not None:
+        for i in range(len(readings)):
+            for j in context.neighbours(i):
+                if i != j:
+                    pairs.add((min(i, j), max(i, j)))
+    return pairs
+
+
+# ---- one pair ----
+
+
+def _typo_equal(a: str, b: str) -> bool:
+    """Two words a typo apart (one letter dropped, added, changed or two swapped), both 5 letters or more."""
+    if a == b:
+        return True
+    if min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [k for k in range(len(a)) if a[k] != b[k]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:k] + long[k + 1 :] == short for k in range(len(long)))
+
+
+def _same_words(a: frozenset[str], b: frozenset[str]) -> bool:
+    if a == b:
+        return True
+    left, right = set(a - b), set(b - a)
+    for word in list(left):
+        match = next((other for other in right if _typo_equal(word, other)), None)
+        if match is not None:
+            left.discard(word)
+            right.discard(match)
+    return not left and not right
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    shared = sum(1 for word in a if any(_typo_equal(word, other) for other in b))
+    return shared / len(a | b) if shared else 0.0
+
+
+def _about_the_same(a: Reading, b: Reading) -> bool:
+    """The same thing of the same person: the same predicate, or (with none) mostly the same words."""
+    if a.subject != b.subject:
+        return False
+    if a.cues and b.cues:
+        return bool(a.cues & b.cues)
+    if a.cues or b.cues:
+        return False
+    if a.subject and not a.words and not b.words:
+        return True  # "GP is Dr Rossi", "New GP: Dr Byrne"
+    return _overlap(a.words, b.words) >= WORD_OVERLAP
+
+
+def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
+    """duplicate, supersede (one updates the other), or None (different facts, or unsure)."""
+    if facts.same_fact(a.fact, b.fact, cosine):  # the judge remember uses says the same fact
+        return DUPLICATE
+    if a.past != b.past or a.negated != b.negated or _timed(a) != _timed(b):
+        return None  # how things were, or a passing state, is not the same fact as how they are
+    if not _about_the_same(a, b):
+        return None
+    a_values, b_values = _years_aside(a.values, b.values)
+    same_values = a_values == b_values and _same_words(a.value_words, b.value_words)
+    if _substituted(a.words, b.words):
+        # About another thing as well ("plays guitar for 10 years", "plays bass for 4"); unless both
+        # name one exact value, a time or a number (a standup "at 11:15" said in other words).
+        specific = same_values and any(_kind_of(v) in ("time", "tel", "date", "money") for v in a_values) and bool(a.words & b.words)
+        return DUPLICATE if specific else None
+    if same_values:
+        if a.cues or b.cues or _same_words(a.words, b.words):
+            return DUPLICATE
+        return None
+    only_a = (a_values - b_values) | _unmatched(a.value_words, b.value_words)
+    only_b = (b_values - a_values) | _unmatched(b.value_words, a.value_words)
+    if not (only_a and only_b) or not _comparable(only_a, only_b):
+        return None
+    if _timed(a) or _timed(b) or LIFE_EVENT.search(a.plain) or LIFE_EVENT.search(b.plain):
+        return None  # events, passing states and life events are not values of one thing ("away until 6 January")
+    return SUPERSEDE
+
+
+def _unmatched(a: frozenset[str], b: frozenset[str]) -> set[str]:
+    """Words of ``a`` that ``b`` lacks, typos aside."""
+    return {w for w in a - b if not any(_typo_equal(w, other) for other in b)}
+
+
+def _years_aside(a: frozenset[str], b: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """A date with a year and the same day without one ("2001-04-01", "Apr 1") are one value."""
+    short_a = {v for v in a if v.startswith("on") and len(v) == 6}
+    short_b = {v for v in b if v.startswith("on") and len(v) == 6}
+    if not short_a and not short_b:
+        return a, b
+
+    def fold(values: frozenset[str], others: set[str]) -> frozenset[str]:
+        return frozenset("on" + v[6:] if v.startswith("on") and len(v) == 10 and "on" + v[6:] in others else v for v in values)
+
+    return fold(a, short_b), fold(b, short_a)
+
+
+def _substituted(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Each side has a word the other lacks (typos aside)."""
+    left = [w for w in a - b if not any(_typo_equal(w, other) for other in b)]
+    right = [w for w in b - a if not any(_typo_equal(w, other) for other in a)]
+    return bool(left and right)
+
+
+def _timed(reading: Reading) -> bool:
+    return transient_days(reading.plain) is not None or bool(reading.dates and EVENT.search(reading.plain))
+
+
+_WEEKDAY_NAMES = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+
+
+def _kind_of(value: str) -> str:
+    if value in _WEEKDAY_NAMES:
+        return "weekday"
+    if value.startswith("tel"):
+        return "tel"
+    if value.startswith("at") and value[2:].isdigit():
+        return "time"
+    if value.startswith("on") and value[2:].isdigit():
+        return "date"
+    if value.startswith("eur"):
+        return "money"
+    if value[:1].isdigit():
+        unit = value.lstrip("0123456789.")
+        return f"number{unit}"
+    return "word"
+
+
+def _comparable(left: set[str], right: set[str]) -> bool:
+    """Values of one kind on both sides (a number for a number, a name for a name)."""
+    return bool({_kind_of(v) for v in left} & {_kind_of(v) for v in right})
+
+
+# ---- the checks ----
+
+
+def _rank(line: MemoryLine) -> tuple[int, int]:
+    """Which line of a group of duplicates stays: the user's own, then one tars wrote, then the
+    model's; the first in the file."""
+    who = 0 if line.stamp is None else 2 if line.stamp.by_model else 1
+    return (who, line.index)
+
+
+def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> int | None:
+    """Of two lines with two values of one thing, the newer; None when it cannot be told. A stamp's
+    date is when a line was written; the day a review first saw a line only says it was written by
+    then, and the look before that missed it, that it was written after. So dates decide where
+    they must: a line written (or first seen) after the other could have been written is the newer.
+    Without that, the line saying it changed ("moved to", "now", "new") is the newer only if it is
+    also the later in the file; else nothing is proposed (two changes within a week, say, or a file
+    no review has looked at before: which came last is a guess, and a wrong one removes the truth)."""
+    ci, cj = _certainly_before(lines[i], lines[j], context), _certainly_before(lines[j], lines[i], context)
+    if ci != cj:
+        return j if ci else i
+    if rs[i].change != rs[j].change:
+        changed, other = (i, j) if rs[i].change else (j, i)
+        return changed if lines[changed].index > lines[other].index else None
+    return None
+
+
+def _certainly_before(a: MemoryLine, b: MemoryLine, context: Context) -> bool:
+    """``a`` was written before ``b``: the first day ``b`` can have been written comes after the
+    last day ``a`` can have been."""
+    latest_a, earliest_b = written(a, context), written_after(b, context)
+    return latest_a is not None and earliest_b is not None and earliest_b > latest_a
+
+
+def _lists(rs: Sequence[Reading]) -> set[tuple]:
+    """Predicates the file holds with several values at once for one person ("wants to visit
+    Osaka again", "... Denver again", "... Lisbon again"): a list, not a value that changed. Three
+    values or more, none of them said to be a change."""
+    values: dict[tuple, set[frozenset[str]]] = defaultdict(set)
+    changed: dict[tuple, int] = defaultdict(int)
+    for reading in rs:
+        key = _signature(reading)
+        values[key].add(reading.values | reading.value_words)
+        changed[key] += reading.change
+    return {key for key, found in values.items() if len(found) >= 3 and changed[key] == 0}
+
+
+def _signature(reading: Reading) -> tuple:
+    return (reading.subject, reading.cues, reading.words)
+
+
+def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> list[Finding]:
+    """Duplicates and supersedes. Lines saying one fact form a group; a group another group
+    updates goes whole (each line a supersede, pointing at the line kept of the newest group);
+    any other group keeps one line, the rest are duplicates. A line is removed at most once and
+    never kept by another finding."""
+    group = list(range(len(lines)))  # union-find over duplicate pairs
+
+    def root(k: int) -> int:
+        while group[k] != k:
+            group[k] = group[group[k]]
+            k = group[k]
+        return k
+
+    updates: list[tuple[int, int]] = []  # (older, newer)
+    lists = _lists(rs)
+    for i, j in sorted(candidate_pairs(rs, context)):
+        cosine = context.cosine(i, j) if context.cosine is not None else None
+        kind = relate(rs[i], rs[j], cosine)
+        if kind == DUPLICATE:
+            group[root(i)] = root(j)
+        elif kind == SUPERSEDE and _signature(rs[i]) not in lists and _signature(rs[j]) not in lists:
+            newer = _newer(i, j, lines, rs, context)
+            if newer is not None:
+                updates.append((j if newer == i else i, newer))
+    members: dict[int, list[int]] = defaultdict(list)
+    for k in range(len(lines)):
+        members[root(k)].append(k)
+    kept = {g: min(ks, key=lambda k: _rank(lines[k])) for g, ks in members.items()}
+    newer_of: dict[int, set[int]] = defaultdict(set)
+    for older, newer in updates:
+        if root(older) != root(newer):
+            newer_of[root(older)].add(root(newer))
+
+    def newest(g: int) -> int | None:
+        """The group at the end of ``g``'s updates; None when they fork or loop (unsure)."""
+        seen = {g}
+        while newer_of.get(g):
+            if len(newer_of[g]) > 1:
+                return None
+            g = next(iter(newer_of[g]))
+            if g in seen:
+                return None
+            seen.add(g)
+        return g
+
+    found: list[Finding] = []
+    for g, ks in sorted(members.items(), key=lambda item: min(item[1])):
+        last = newest(g) if newer_of.get(g) else g
+        if last is None:
+            continue
+        if last != g:
+            keep = kept[last]
+            for k in sorted(ks):
+                found.append(Finding(SUPERSEDE, k, keep, _supersede_why(lines[k], lines[keep], rs[k], rs[keep])))
+            continue
+        for k in sorted(ks):
+            if k != kept[g]:
+                found.append(Finding(DUPLICATE, k, kept[g], _duplicate_why(lines[k], lines[kept[g]])))
+    return found
+
+
+def _supersede_why(old: MemoryLine, new: MemoryLine, ro: Reading, rn: Reading) -> str:
+    was = sorted((ro.values - rn.values) | (ro.value_words - rn.value_words))
+    now = sorted((rn.values - ro.values) | (rn.value_words - ro.value_words))
+    return f"line {new.index + 1} says it now ({', '.join(now)} where this says {', '.join(was)})"
+
+
+def _duplicate_why(line: MemoryLine, keep: MemoryLine) -> str:
+    return f"line {keep.index + 1} says the same"
+
+
+def find_expired(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> list[Finding]:
+    found = []
+    for i, (line, reading) in enumerate(zip(lines, rs, strict=True)):
+        why = expired(line, reading, context)
+        if why:
+            found.append(Finding(EXPIRED, i, why=why))
+    return found
+
+
+def expired(line: MemoryLine, reading: Reading, context: Context) -> str:
+    """Why a line's time has passed, or "" when it has not (or cannot be told)."""
+    text = reading.plain
+    if reading.past or DURABLE.search(text):
+        return ""
+    wrote = written(line, context)
+    today = context.today
+    if reading.dates and EVENT.search(text):
+        days = []
+        for mention in reading.dates:
+            if mention.year is not None:
+                days.append(mention.on(mention.year))
+            elif wrote is not None:
+                days.append(_next_on(mention, wrote - timedelta(days=DATE_LOOKBACK_DAYS)))
+            else:
+                return ""  # which year's 14 March? Not told
+        if days and all(day is not None and day < today for day in days):
+            last = max(day for day in days if day is not None)
+            return f"its date has passed ({last.isoformat()})"
+        return ""
+    if wrote is None:
+        return ""
+    if until := UNTIL_DAY.search(text):
+        weekday = WEEKDAYS.index(until.group(1).lower())
+        end = wrote + timedelta(days=(weekday - wrote.weekday()) % 7 or 7)
+        if end + timedelta(days=GRACE_DAYS) < today:
+            return f"'{until.group(0)}', written {wrote.isoformat()}"
+        return ""
+    days = transient_days(text)
+    if days is not None and wrote + timedelta(days=days + GRACE_DAYS) < today:
+        return f"a passing state, written {wrote.isoformat()}"
+    return ""
+
+
+def _next_on(mention, start: date) -> date | None:
+    for year in (start.year, start.year + 1):
+        day = mention.on(year)
+        if day is not None and day >= start:
+            return day
+    return None
+
+
+def find_budget(lines: Sequence[MemoryLine], budget_lines: int, core_section: str) -> list[Finding]:
+    """Past the budget: the largest sections but the core, largest first, until the rest fits."""
+    if budget_lines <= 0 or len(lines) <= budget_lines:
+        return []
+    sections: dict[str, list[int]] = defaultdict(list)
+    for i, line in enumerate(lines):
+        if line.section:
+            sections[line.section].append(i)
+    over = len(lines) - budget_lines
+    found = []
+    for name, members in sorted(sections.items(), key=lambda item: (-len(item[1]), item[0])):
+        if over <= 0:
+            break
+        if name.lower() == core_section.lower() or len(members) < 2:
+            continue
+        found.append(
+            Finding(
+                BUDGET, members[0], why=f"Memory.md has {len(lines)} lines, past its {budget_lines}", section=name, lines=tuple(members)
+            )
+        )
+        over -= len(members) - 1  # one link line stays
+    return found
+
+
+def review_lines(lines: Sequence[MemoryLine], context: Context) -> list[Finding]:
+    """Every duplicate, supersede and expired line, model-free (no cap: the review applies it)."""
+    rs = readings(lines)
+    expired_found = find_expired(lines, rs, context)
+    gone = {f.line for f in expired_found}
+    pairs = [f for f in find_pairs(lines, rs, context) if f.line not in gone and f.keep not in gone]
+    return expired_found + pairs
