@@ -280,7 +280,11 @@ class Daemon:
             reminder_grace=timedelta(hours=settings.reminder_grace_hours),
             routine_grace=timedelta(minutes=settings.grace_minutes),
         )
-        self.routines_skipped = await self.clock.start()
+        try:
+            self.routines_skipped = await self.clock.start()
+        except Exception as exc:  # the database, not a routine (each routine's errors are its own): tarsd serves on
+            self.clock.trouble = f"the routines' clock could not start: {type(exc).__name__}: {exc}; it tries again at the next check"
+            log.exception("routines: the clock could not start; it tries again at the next check")
         for line in self.routines_skipped:
             log.warning("%s", line)
 
@@ -297,7 +301,8 @@ class Daemon:
         self.assistant.open_routines(self.routine_book, self._routines_changed)
 
     def _routines_changed(self) -> None:
-        """A proposal approved on a worker thread added a routine: the clock re-arms on the loop."""
+        """A proposal approved on a worker thread added a routine. The book tells the clock of every
+        write already (Book.on_written); this only makes sure, at the cost of a stat."""
         if self.clock is not None:
             self._loop.call_soon_threadsafe(self.clock.rearm)
 

@@ -35,6 +35,7 @@ import secrets
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -115,6 +116,16 @@ class Book:
         self._stamp: tuple[int, int, int] | None = None
         self._routines: list[Routine] = []
         self._loaded = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_written(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the writing thread) after each write tars makes to the file: the
+        clock re-arms at once for a routine or reminder added, changed or removed, whoever wrote it."""
+        self._listeners.append(listener)
+
+    def forget(self, listener: Callable[[], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     # Reading
 
@@ -183,6 +194,9 @@ class Book:
                     routines.append(self._decode(table, name, entry, fallback))
                 except RoutineError as exc:
                     bad.append(f"{where}: {exc}")
+                    continue
+                except (ValueError, OverflowError, TypeError) as exc:  # a date past the calendar: this entry's error only
+                    bad.append(f"{where}: cannot be read: {exc}")
                     continue
                 seen.add(name)
         return routines, bad
@@ -404,6 +418,8 @@ class Book:
                 "free some disk space or fix the folder's permissions, then try again",
             ) from exc
         _sync_folder(self.path.parent)
+        for listener in list(self._listeners):
+            listener()
 
     def _written(self, name: str) -> Routine:
         found = self.get(name)

@@ -345,6 +345,19 @@ def test_a_reminder_the_model_sets_when_asked_is_shown_with_its_undo_and_goes_ba
     call(daemon, RoutineAction(id=1, name=mine.name, action="remove"), RoutineSaved)
 
 
+def test_a_reminder_the_model_sets_is_armed_at_once_without_any_request_about_routines(world):
+    """The model's remind_user writes the routines file from a worker thread: the clock must hear of
+    it then, not at the next `tarsctl routines` or the ten-minute tick. Only the inbox is asked here
+    (a routines request would make the clock look at the file)."""
+    daemon, ollama, _telegram, _ = world
+    arguments = {"when": "in 3 s", "text": "armed at once"}
+    ollama.script = [{"tool_calls": [{"name": "remind_user", "arguments": arguments}]}, {"text": "Set."}] + [routine_turn] * 10_000
+    set_at = time.time()
+    assert call(daemon, Chat(id=1, conversation="cli-armed", message="remind me in 3 seconds"), ChatDone).text == "Set."
+    [message] = wait_for(lambda: [m for m in inbox(daemon) if m.text == "armed at once"], "the reminder to arrive", deadline=45)
+    assert message.created_at >= set_at + 2  # at its time, not at once
+
+
 def test_a_routine_writes_under_a_heading_of_the_days_note(world):
     daemon, _ollama, _telegram, _ = world
     today = datetime.now(ZoneInfo("Europe/Berlin")).strftime("%Y-%m-%d")

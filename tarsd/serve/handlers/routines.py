@@ -1,6 +1,7 @@
 """The routine handlers: the routines and reminders (list, add, edit, pause, resume, remove, run
 now), a reminder set, and the inbox of what they said. The routines file is the user's
-(tarsd/routines/book.py); every change re-arms the clock at once.
+(tarsd/routines/book.py); every change re-arms the clock at once (the book tells it; a reply waits
+for the clock to have read the change, so the next run it shows is the new one).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _check_targets(daemon: DaemonParts, targets: list[str]) -> None:
 async def _saved(daemon: DaemonParts, request_id: int, routine: Routine, status: str) -> RoutineSaved:
     """The reply to a change of the routines file, once the clock has re-armed for it (so next_run is the new one)."""
     if daemon.clock is not None:
-        daemon.clock.rearm()
+        await daemon.clock.refresh()
     return RoutineSaved(
         id=request_id,
         routine=await asyncio.to_thread(routine_info, daemon, routine),
@@ -119,7 +120,7 @@ async def routines(daemon: DaemonParts, request: Routines, _peer: Peer) -> Async
         )
 
     if daemon.clock is not None:
-        daemon.clock.check()
+        await daemon.clock.refresh()  # a hand edit is read now (in a worker thread), and a suspend noticed
     yield await asyncio.to_thread(listing)
 
 
