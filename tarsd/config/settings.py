@@ -316,6 +316,8 @@ class RoutinesConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Where a routine's answer goes unless it says otherwise.
     deliver: list[DeliveryTarget] = msgspec.field(default_factory=lambda: ["inbox"])
     runs_per_day: AtLeastOne = 48  # a routine's limit unless it sets its own
+    # A repeating reminder's messages a day unless it sets its own runs_per_day (a one-shot is sent once anyway).
+    reminder_runs_per_day: AtLeastOne = 48
     tokens_per_run: AtLeastOne = 50_000
     # A routine's run missed (tarsd stopped, the machine asleep) is still made up for this long
     # after its time; later, it is skipped and listed. Reminders: reminder_grace_hours.

@@ -169,8 +169,13 @@ class RoutineClock:
 
     def problems(self) -> dict[str, str]:
         """The routines set aside, by name: why their times cannot be computed (they do not run
-        until the file changes)."""
-        return {name: slot.error for name, slot in self._slots.items() if slot.error}
+        until the file changes). Safe from another thread (status is built in one)."""
+        return {name: slot.error for name, slot in list(self._slots.items()) if slot.error}
+
+    def earliest(self) -> tuple[float, str]:
+        """(unix time, name) of the routine due first; (0.0, "") when none is. Safe from another thread."""
+        due = [(slot.due, name) for name, slot in list(self._slots.items()) if slot.due is not None]
+        return min(due) if due else (0.0, "")
 
     async def stop(self) -> None:
         """No more fires; runs still going are cancelled (their fire() sees CancelledError and may

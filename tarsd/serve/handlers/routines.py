@@ -33,7 +33,7 @@ from tarsd.routines.ledger import InboxItem
 from tarsd.routines.schedule import parse_when
 from tarsd.serve.handlers.common import Peer, RequestError
 from tarsd.serve.parts import DaemonParts
-from tarsd.serve.status import run_info
+from tarsd.serve.status import routines_problem, run_info
 
 REMINDER_PREFIX = "remind-"  # reminders' names: removing one needs only the right to set one (tarsctl/authority.py)
 
@@ -115,7 +115,7 @@ async def routines(daemon: DaemonParts, request: Routines, _peer: Peer) -> Async
             file=str(book.path),
             timezone=str(daemon.routine_tz),
             enabled=daemon.config.routines.enabled,
-            problem=book.problem,
+            problem=routines_problem(daemon),
             skipped=list(daemon.routines_skipped),
         )
 
