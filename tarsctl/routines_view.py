@@ -195,8 +195,8 @@ def _run(run: RunInfo, timezone: str, now: float, detail_chars: int | None) -> s
     if run.late:
         said += " (late)"
     if run.detail:
-        detail = run.detail if detail_chars is None or len(run.detail) <= detail_chars else run.detail[: detail_chars - 1] + "…"
-        said += f": {shown_text(detail)}"
+        cut = detail_chars is not None and len(run.detail) > detail_chars
+        said += f": {shown_text(run.detail[: detail_chars - 1] if cut else run.detail)}" + ("…" if cut else "")
     return said
 
 

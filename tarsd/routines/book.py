@@ -29,6 +29,7 @@ leaves the old file as it was.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import secrets
@@ -398,6 +399,15 @@ class Book:
         """The whole file at once: a temp file beside it (0600, fsynced), renamed over it. On any
         failure the temp file goes and the old file stays as it was."""
         raw = {table: entries for table, entries in raw.items() if not (table in (ROUTINE_TABLE, REMINDER_TABLE) and entries == {})}
+        # An entry written without `created` counts from the file's last change; this write changes
+        # the file, so it gets the time it had until now written in (else a one-shot reminder due
+        # meanwhile would read as set after its own time, and be refused before it was sent).
+        fallback = None
+        for table in (ROUTINE_TABLE, REMINDER_TABLE):
+            for entry in _entries(raw, table).values():
+                if isinstance(entry, dict) and "created" not in entry:
+                    fallback = fallback if fallback is not None else datetime.fromtimestamp(self._file_time(), UTC)
+                    entry["created"] = fallback
         text = tomli_w.dumps(raw)
         temp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
         try:
@@ -419,7 +429,10 @@ class Book:
             ) from exc
         _sync_folder(self.path.parent)
         for listener in list(self._listeners):
-            listener()
+            try:
+                listener()
+            except Exception:  # the file is written: a listener's trouble is its own, never the writer's
+                logging.getLogger(__name__).exception("routines: telling of a change of %s failed", self.path)
 
     def _written(self, name: str) -> Routine:
         found = self.get(name)

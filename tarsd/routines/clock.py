@@ -32,7 +32,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -51,6 +51,9 @@ STILL_GOING = "the previous run was still going"
 # Routines handled in one turn of the loop when many are due at once (a machine waking after a
 # day): the rest in the next turns, so requests are served in between.
 BATCH = 100
+# Past this many routines to compute at once (the start), the latest occurrences taken come from one
+# pass over the runs, and the heap is rebuilt whole, rather than one lookup and one push each.
+BULK_LOOKUPS = 200
 
 
 def _hours_or_minutes(seconds: float) -> str:
@@ -71,6 +74,16 @@ class _Slot:
     error: str = ""  # why it is set aside
     generation: int = 0  # heap entries of an older generation are stale
     caught_up: datetime | None = None  # computed off the loop: its latest occurrence due by now, to handle first
+
+
+@dataclass
+class _Plan:
+    """What a change of the routines file means for the clock, worked out off the loop."""
+
+    version: int  # the book's version it was made from
+    removed: list[str] = field(default_factory=list)
+    replaced: dict[str, Routine] = field(default_factory=dict)  # new definitions, the same times
+    fresh: dict[str, _Slot] = field(default_factory=dict)  # added, or their times changed
 
 
 def _same_timing(a: Routine, b: Routine) -> bool:
@@ -144,7 +157,7 @@ class RoutineClock:
             plan = await asyncio.to_thread(self._plan, self.now())
             self.trouble = ""
             if plan is not None and not self._stopped:
-                self._apply(*plan, start=start)
+                self._apply(plan, start=start)
         self._jumped()
 
     def rearm(self) -> None:
@@ -199,8 +212,12 @@ class RoutineClock:
     def _written(self) -> None:
         """Book.on_written: tars wrote the routines file, from any thread."""
         loop = self._loop
-        if loop is not None and not self._stopped and not loop.is_closed():
+        if loop is None or self._stopped:
+            return
+        try:
             loop.call_soon_threadsafe(self._refresh_soon)
+        except RuntimeError:  # the loop closed meanwhile: tarsd is stopping, nothing to arm
+            pass
 
     def _refresh_soon(self) -> None:
         if self._loop is None or self._stopped:
@@ -221,26 +238,38 @@ class RoutineClock:
             if not self._refresh_again:
                 return
 
-    def _plan(self, now: float) -> tuple[list[Routine], dict[str, _Slot], int] | None:
-        """In a worker thread: the routines now in the file and a new slot for each routine added or
-        whose timing changed (its schedule, its pause, its creation); None when the file did not change."""
+    def _plan(self, now: float) -> _Plan | None:
+        """In a worker thread: what changed in the file since the clock last read it, and a new slot
+        for each routine added or whose timing changed (its schedule, its pause, its creation), so
+        that applying it on the loop costs O(changed). None when the file did not change."""
         routines = self.book.load()
         version = self.book.version
         if version == self._book_version:
             return None
-        fresh: dict[str, _Slot] = {}
+        # The slots are read only here: they are added and removed on the loop, under the refresh lock this runs in.
+        plan = _Plan(version, removed=list(self._slots.keys() - {routine.name for routine in routines}))
+        needed: list[tuple[Routine, bool]] = []
         for routine in routines:
-            old = self._slots.get(routine.name)  # read only: slots are added and removed on the loop, under the refresh lock
-            if old is not None and _same_timing(old.routine, routine) and not old.error:
+            old = self._slots.get(routine.name)
+            if old is not None and not old.error and old.routine == routine:
+                continue
+            if old is not None and not old.error and _same_timing(old.routine, routine):
+                plan.replaced[routine.name] = routine  # a new prompt, grace, target...: its times stay
                 continue
             # Resumed, or given a new schedule: from now (what it missed meanwhile is not run).
-            from_now = old is not None and not old.error
-            # A database error here fails the whole refresh (tried again at the next check), not the routine.
-            taken = None if routine.paused else self.ledger.last_scheduled(routine.name)  # one index lookup
-            fresh[routine.name] = self._new_slot(routine, taken, now, from_now)
+            needed.append((routine, old is not None and not old.error))
+        # The latest occurrence each has taken: one index lookup each, or one pass over the runs for many
+        # (at the start). A database error fails the whole refresh (tried again at the next check), not a routine.
+        if len(needed) > BULK_LOOKUPS:
+            taken_all = self.ledger.last_scheduled_all()
+            taken = {routine.name: taken_all.get(routine.name) for routine, _ in needed}
+        else:
+            taken = {routine.name: self.ledger.last_scheduled(routine.name) for routine, _ in needed if not routine.paused}
+        for routine, from_now in needed:
+            plan.fresh[routine.name] = self._new_slot(routine, taken.get(routine.name), now, from_now)
         kept = {routine.schedule for routine in routines}
         self._schedules = {text: schedule for text, schedule in self._schedules.items() if text in kept}
-        return routines, fresh, version
+        return plan
 
     def _new_slot(self, routine: Routine, taken: float | None, now: float, from_now: bool) -> _Slot:
         try:
@@ -270,6 +299,9 @@ class RoutineClock:
         assert slot.schedule is not None
         anchor = datetime.fromtimestamp(slot.routine.created, UTC)
         since = datetime.fromtimestamp(slot.since, UTC)
+        upcoming = slot.schedule.next_after(since, anchor)
+        if upcoming is None or upcoming.timestamp() > now:
+            return None, upcoming.timestamp() if upcoming is not None else None  # nothing due: most routines, most of the time
         now_at = datetime.fromtimestamp(now, UTC)
         latest = slot.schedule.latest_between(since, now_at, anchor)
         upcoming = slot.schedule.next_after(max(since, now_at, latest or since), anchor)
@@ -284,26 +316,24 @@ class RoutineClock:
 
     # ---- on the loop ----
 
-    def _apply(self, routines: list[Routine], fresh: dict[str, _Slot], version: int, start: bool) -> None:
-        """The plan made off the loop: new slots in, removed routines out, the others' definitions
-        (a prompt, a grace) replaced as they are. O(changed) heap work, O(n) dictionary work."""
-        self._book_version = version
-        names = set()
-        for routine in routines:
-            names.add(routine.name)
-            slot = fresh.get(routine.name)
-            if slot is None:
-                self._slots[routine.name].routine = routine
-                continue
+    def _apply(self, plan: _Plan, start: bool) -> None:
+        """The plan made off the loop: removed routines out, new slots in, the definitions that
+        changed but not their times (a prompt, a grace) replaced. O(changed) work on the loop (a
+        heap rebuilt in O(n) when many changed: the start)."""
+        self._book_version = plan.version
+        for name in plan.removed:
+            del self._slots[name]  # its heap entries are stale from now
+        for name, routine in plan.replaced.items():
+            self._slots[name].routine = routine
+        for name, slot in plan.fresh.items():
             slot.generation = next(self._generations)
-            self._slots[routine.name] = slot
+            self._slots[name] = slot
             if slot.caught_up is not None:
                 self._catch_up(slot, slot.caught_up, start)
                 slot.caught_up = None
-            self._push(slot)
-        for name in [name for name in self._slots if name not in names]:
-            del self._slots[name]  # its heap entries are stale from now
-        if len(self._heap) > 2 * len(self._slots) + 64:
+            if len(plan.fresh) <= BULK_LOOKUPS:
+                self._push(slot)
+        if len(plan.fresh) > BULK_LOOKUPS or len(self._heap) > 2 * len(self._slots) + 64:
             self._heap = [(s.due, s.generation, n) for n, s in self._slots.items() if s.due is not None]
             heapq.heapify(self._heap)
         self._arm()

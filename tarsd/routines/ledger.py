@@ -14,6 +14,7 @@ On a connection of its own, each change committed at once (as the proposals, tar
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -175,18 +176,29 @@ class Ledger:
 
     def latest_outcomes(self, routines: list[str]) -> dict[str, Run]:
         """Each routine's latest finished run that was not skipped (what status shows: a failure
-        that a later run made good is no longer news), by name; one index lookup each."""
-        found: dict[str, Run] = {}
+        that a later run made good is no longer news), by name: one statement, an index lookup each."""
+        return self._latest_each(routines, "AND state = 'done' AND outcome != 'skipped'")
+
+    def last_runs(self, routines: list[str]) -> dict[str, Run]:
+        """``last_run`` of each routine that has run, by name: one statement, an index lookup each
+        (a listing of 10,000 routines is not 10,000 round trips)."""
+        return self._latest_each(routines, "")
+
+    def _latest_each(self, routines: list[str], condition: str) -> dict[str, Run]:
         sql = (
-            f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE routine = ? AND state = ? AND outcome != 'skipped' "
-            "ORDER BY started_at DESC, id DESC LIMIT 1"
+            f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE id IN (SELECT (SELECT id FROM routine_runs "
+            f"WHERE routine = names.value {condition} ORDER BY started_at DESC, id DESC LIMIT 1) FROM json_each(?) AS names)"
         )
-        with self.lock:
-            for routine in dict.fromkeys(routines):
-                rows = self.conn.execute(sql, (routine, DONE)).fetchall()
-                if rows:
-                    found[routine] = _run(rows[0])
-        return found
+        rows = self._rows(sql, (json.dumps(list(dict.fromkeys(routines))),))
+        return {run.routine: run for run in map(_run, rows)}
+
+    def runs_today(self, routines: list[str], since: float) -> dict[str, int]:
+        """``runs_since`` of each routine, by name, in one statement."""
+        sql = (
+            "SELECT names.value, (SELECT count(*) FROM routine_runs WHERE routine = names.value AND started_at >= ? "
+            f"AND outcome NOT IN {_NOT_RUN!r}) FROM json_each(?) AS names"
+        )
+        return dict(self._rows(sql, (since, json.dumps(list(dict.fromkeys(routines))))))
 
     def runs_since(self, routine: str, since: float) -> int:
         """Runs of ``routine`` started at or after ``since`` that were claimed to run (not skipped

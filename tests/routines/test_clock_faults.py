@@ -193,3 +193,29 @@ def test_a_fire_reads_neither_the_routines_file_nor_the_runs_of_every_routine(tm
 
     loads, lookups = asyncio.run(main())
     assert book.loads == loads and ledger.lookups == lookups
+
+
+def test_a_hand_written_reminder_without_a_creation_time_survives_tars_rewriting_the_file(tmp_path, store):
+    """An entry without `created` counts from the file's last change. When tars rewrote the file
+    (a reminder sent and removed, another added) after such a one-shot's time but before it was
+    sent (a busy machine, tarsd stopped), it read as set after its own time: refused, never sent."""
+    path = tmp_path / "routines.toml"
+    due = time.time() + 1
+    path.write_text(
+        f'[reminder.by-hand]\nschedule = "{datetime.fromtimestamp(due, UTC).isoformat(timespec="seconds")}"\ntext = "by hand"\n'
+    )
+    book = Book(path, BERLIN)
+    assert [r.name for r in book.load()] == ["by-hand"]
+    time.sleep(max(0.0, due + 1.1 - time.time()))  # its time passes before it was sent
+    book.add(Routine(name="other", schedule="every 1h", created=time.time(), prompt="p"))  # tars rewrites the file
+    assert {r.name for r in book.load()} == {"by-hand", "other"}, book.problem
+    fired: list = []
+
+    async def main():
+        clock = make_clock(book, Ledger(store), fired)
+        await clock.start()  # tarsd back: the reminder is caught up, late
+        await wait_until(lambda: fired, "the reminder to be sent")
+        await clock.stop()
+
+    asyncio.run(main())
+    assert [(name, late) for name, _, late in fired] == [("by-hand", True)]

@@ -263,7 +263,7 @@ def test_a_reminder_across_a_restart_arrives_once(tmp_path):
             texts = telegram.texts(ME, start)
             assert sum("missed while stopped" in t for t in texts) == 1
             assert sum("due after the restart" in t for t in texts) == 1
-            # Caught up after the restart, it says it is late, in the inbox and on the phone; the other is on time.
+            # Caught up after the restart, it says it is late, in the inbox and on the phone.
             due = datetime.fromtimestamp(start + 3, ZoneInfo("Europe/Berlin"))
             marks = {
                 f"(late: this was due at {due:%H:%M})\nmissed while stopped",
@@ -272,7 +272,6 @@ def test_a_reminder_across_a_restart_arrives_once(tmp_path):
             [late] = [m for m in inbox(daemon) if m.source.startswith("reminder:") and "missed while stopped" in m.text]
             assert late.text in marks, late.text  # (its time is "in 3 s": the minute may turn meanwhile)
             assert [t for t in texts if "missed while stopped" in t][0].endswith(late.text)
-            assert [m.text for m in inbox(daemon) if "due after the restart" in m.text] == ["due after the restart"]
             assert call(daemon, Routines(id=1), RoutinesReply).routines == []  # said once, they leave the file
         finally:
             daemon.stop()
@@ -370,6 +369,11 @@ def test_a_repeating_reminder_is_limited_per_day(world):
     """A reminder every second written by hand, its runs_per_day 2: two messages, then none (the runs say why)."""
     daemon, _ollama, _telegram, _ = world
     path = Path(daemon.env["TARS_CONFIG"]).parent / "routines.toml"
+    # A reminder of an earlier test still leaving the file would write it over this hand edit (tars
+    # re-reads before it writes, but an edit between its read and its write is lost: issue 43, item 8).
+    wait_for(
+        lambda: not [r for r in call(daemon, Routines(id=1), RoutinesReply).routines if r.kind == "reminder"], "earlier reminders to leave"
+    )
     with path.open("a", encoding="utf-8") as handle:
         handle.write('\n[reminder.nag]\nschedule = "every 1s"\ntext = "nag nag"\nruns_per_day = 2\n')
     found = wait_for(lambda: len((r := listed(daemon, "nag", runs=10)).runs) >= 4 and r, "four occurrences of the reminder")
