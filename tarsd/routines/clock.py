@@ -154,10 +154,15 @@ class RoutineClock:
         if self._loop is None or self._stopped or self._refreshing is None:
             return
         async with self._refreshing:
-            plan = await asyncio.to_thread(self._plan, self.now())
-            self.trouble = ""
-            if plan is not None and not self._stopped:
-                self._apply(plan, start=start)
+            try:
+                plan = await asyncio.to_thread(self._plan, self.now())
+            except Exception as exc:  # the database, not a routine: the routines known keep firing, the next check tries again
+                self.trouble = f"reading the routines failed: {type(exc).__name__}: {exc}; tried again at the next check"
+                log.exception("routines: reading %s failed", self.book.path)
+            else:
+                self.trouble = ""
+                if plan is not None and not self._stopped:
+                    self._apply(plan, start=start)
         self._jumped()
 
     def rearm(self) -> None:
@@ -230,11 +235,7 @@ class RoutineClock:
     async def _refresh_logged(self) -> None:
         while not self._stopped:
             self._refresh_again = False
-            try:
-                await self.refresh()
-            except Exception as exc:  # a file or database error must not stop the clock: the next change or check tries again
-                self.trouble = f"reading the routines failed: {type(exc).__name__}: {exc}"
-                log.exception("routines: reading %s failed", self.book.path)
+            await self.refresh()
             if not self._refresh_again:
                 return
 
