@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # A notice of a failure (a run failed, a delivery given up) is posted at most this often per routine:
 # a routine every 15 minutes with the model down tells the user once an hour, not 96 times a day.
 NOTICE_EVERY_SECONDS = 3600.0
+NOTICE_CHARS = 400  # of what went wrong, in a notice
 NOTICE_PREFIX = "notice:"  # the source of a notice: notice:ROUTINE (a notice's own failure makes no notice)
 # Seconds before each retry of a failed delivery; after the last, the delivery is given up (the
 # message stays in the inbox). About a day in all: a phone off for a night still gets it.
@@ -99,6 +100,8 @@ class Deliveries:
             log.info("routine %s: %s (no notice: one was posted within the hour)", routine, what)
             return None
         self._noticed[routine] = now
+        if len(what) > NOTICE_CHARS:  # a short notice: an error body of a megabyte stays in tarsd's log and the run's detail
+            what = what[: NOTICE_CHARS - 1] + "…"
         text = (
             f"{routine} {what}\n`tarsctl routines show {routine}` has its runs; `tarsctl status` says what is wrong now. "
             "(At most one such notice an hour for each routine.)"

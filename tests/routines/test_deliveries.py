@@ -121,10 +121,12 @@ def test_a_delivery_given_up_leaves_one_notice_an_hour_per_routine_and_none_abou
         # On the messengers the message had (the note is no place for a failure), and in the inbox.
         assert [d.target for d in tea.deliveries] == ["telegram"] and tea.deliveries[0].state == "failed"
 
-        # A restart keeps the hour: the inbox says when the last notice was.
+        # A restart keeps the hour: the inbox says when the last notice was. And a notice is short.
         async def after_restart():
             again = Deliveries(ledger, dict, vault, RoutinesConfig(), BERLIN, retry_seconds=(0.05,))
             assert await again.notice("brief", "did not run: the model is away", ["telegram"]) is None
+            long = await again.notice("huge", "did not run: " + "an error body " * 100_000, [])
+            assert long is not None and len(long.text) < 1000 and long.deliveries == ()
             await again.stop()
 
         asyncio.run(after_restart())
