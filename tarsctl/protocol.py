@@ -665,8 +665,9 @@ class RoutinesStatus(msgspec.Struct, omit_defaults=True):
     pending_deliveries: int = 0  # waiting for a retry
     failed_deliveries: int = 0  # given up (the messages are in the inbox)
     problem: str = ""  # the routines file's problem, or a delivery that cannot work (a WhatsApp template missing)
-    errors: list[str] = []  # the newest failures, for people
+    errors: list[str] = []  # each routine whose latest run went wrong (once), each target whose latest delivery was given up
     timezone: str = ""  # the routines' time zone, to say next_at in
+    set_aside: list[str] = []  # "NAME: why": routines the clock cannot compute the times of (also in problem), for doctor
 
 
 class StatusReply(Message, tag="status_reply"):

@@ -69,7 +69,7 @@ def routines_command(client: Client, args) -> int:
     reply = client.call(RoutineAction(id=client.next_id(), name=args.name, action=ACTIONS[action]))
     if as_json:
         emit_json(reply)
-        return EXIT_REMOTE if isinstance(reply, RoutineRan) and reply.run.outcome == "failed" else EXIT_OK
+        return EXIT_REMOTE if isinstance(reply, RoutineRan) and reply.run.outcome in NOT_RUN_OUTCOMES else EXIT_OK
     if isinstance(reply, RoutineRan):
         return print_ran(reply)
     return print_saved(reply, reply.timezone if reply.status == "resumed" else "")
@@ -207,8 +207,8 @@ def _run(run: RunInfo, timezone: str, now: float, detail_chars: int | None) -> s
     if run.late:
         said += " (late)"
     if run.detail:
-        detail = run.detail if detail_chars is None or len(run.detail) <= detail_chars else run.detail[: detail_chars - 1] + "…"
-        said += f": {shown_text(detail)}"
+        cut = detail_chars is not None and len(run.detail) > detail_chars
+        said += f": {shown_text(run.detail[: detail_chars - 1] if cut else run.detail)}" + ("…" if cut else "")
     return said
 
 
@@ -291,13 +291,22 @@ def print_saved(saved: RoutineSaved, timezone: str = "", out=sys.stdout) -> int:
     return EXIT_OK
 
 
+# Outcomes of `routines run` that mean it did not run as asked: nothing on stdout, the reason on stderr, exit 1.
+NOT_RUN_OUTCOMES = ("failed", "limited", "interrupted")
+
+
 def print_ran(ran: RoutineRan, out=sys.stdout, err=sys.stderr) -> int:
-    """What a run said (on stdout), then its outcome (on stderr); exit 1 when it failed."""
+    """A run that went through: what it said on stdout ("(nothing to say)" for a quiet one), its
+    outcome on stderr, exit 0. One that did not (failed, limited, interrupted): nothing on stdout,
+    the outcome and its reason on stderr, exit 1; a script sees the difference by stdout and code."""
+    outcome = shown_text(ran.run.outcome or "?") + (f": {shown_text(ran.run.detail)}" if ran.run.detail else "")
+    if ran.run.outcome in NOT_RUN_OUTCOMES:
+        print(f"tarsctl: {shown_text(ran.name)} {outcome}", file=err)
+        return EXIT_REMOTE
     text = ran.text.strip()
     print(shown_text(text, keep_newlines=True) if text else "(nothing to say)", file=out)
-    outcome = shown_text(ran.run.outcome or "?") + (f": {shown_text(ran.run.detail)}" if ran.run.detail else "")
     print(f"{shown_text(ran.name)}: {outcome}", file=err)
-    return EXIT_REMOTE if ran.run.outcome == "failed" else EXIT_OK
+    return EXIT_OK
 
 
 def reminder_set(saved: RoutineSaved, timezone: str, remove_command: str) -> str:
@@ -369,5 +378,5 @@ def status_lines(routines: RoutinesStatus, now: float | None = None) -> list[str
     lines = ["routines   " + "; ".join(parts)]
     if routines.problem:
         lines.append(f"           problem: {routines.problem}")
-    lines += [f"           {error}" for error in routines.errors[:3]]
+    lines += [f"           {error}" for error in routines.errors]  # tarsd sends each routine's latest trouble once, a few at most
     return lines

@@ -325,6 +325,8 @@ class RoutinesConfig(msgspec.Struct, forbid_unknown_fields=True):
     # The shortest `every` a routine or a repeating reminder may have: each time, a routine runs the
     # model and a repeating reminder messages the phone. A crontab fires at most once a minute.
     min_interval_seconds: Annotated[int, msgspec.Meta(ge=1, le=86400)] = 60
+    # A repeating reminder's messages a day unless it sets its own runs_per_day (a one-shot is sent once anyway).
+    reminder_runs_per_day: AtLeastOne = 48
     tokens_per_run: AtLeastOne = 50_000
     # A routine's run missed (tarsd stopped, the machine asleep) is still made up for this long
     # after its time; later, it is skipped and listed. Reminders: reminder_grace_hours.

@@ -280,6 +280,8 @@ class Daemon:
             reminder_grace=timedelta(hours=settings.reminder_grace_hours),
             routine_grace=timedelta(minutes=settings.grace_minutes),
         )
+        # Never raises for a routine (each routine's error is its own, named in status) nor for the
+        # database (said in status, tried again at the next check): tarsd serves whatever the file holds.
         self.routines_skipped = await self.clock.start()
         for line in self.routines_skipped:
             log.warning("%s", line)
@@ -299,7 +301,8 @@ class Daemon:
         self.assistant.open_routines(self.routine_book, self._routines_changed)
 
     def _routines_changed(self) -> None:
-        """A proposal approved on a worker thread added a routine: the clock re-arms on the loop."""
+        """A proposal approved on a worker thread added a routine. The book tells the clock of every
+        write already (Book.on_written); this only makes sure, at the cost of a stat."""
         if self.clock is not None:
             self._loop.call_soon_threadsafe(self.clock.rearm)
 

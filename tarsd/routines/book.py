@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import re
 import threading
@@ -131,6 +132,16 @@ class Book:
         self._stamp: tuple[int, int, int] | None = None
         self._routines: list[Routine] = []
         self._loaded = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_written(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the writing thread) after each write tars makes to the file: the
+        clock re-arms at once for a routine or reminder added, changed or removed, whoever wrote it."""
+        self._listeners.append(listener)
+
+    def forget(self, listener: Callable[[], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     # Reading
 
@@ -177,11 +188,31 @@ class Book:
     def _change(self, apply: Callable[[dict], Result]) -> Result:
         """Read the file, ``apply`` a change to it (a RoutineError from it changes nothing), write
         it back (toml_file.py: a compare and swap with any other writer)."""
+
+        def apply_and_date(raw: dict) -> Result:
+            result = apply(raw)
+            # An entry written without `created` counts from the file's last change; this write changes
+            # the file, so it gets the time it had until now written in (else a one-shot reminder due
+            # meanwhile would read as set after its own time, and be refused before it was sent).
+            fallback = None
+            for table in (ROUTINE_TABLE, REMINDER_TABLE):
+                for entry in _entries(raw, table).values():
+                    if isinstance(entry, dict) and "created" not in entry:
+                        fallback = fallback if fallback is not None else datetime.fromtimestamp(self._file_time(), UTC)
+                        entry["created"] = fallback
+            return result
+
         with self._lock:
             try:
-                return self.file.change(apply)
+                result = self.file.change(apply_and_date)
             except FileProblem as exc:
                 raise RoutineError(str(exc), exc.hint) from exc
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # the file is written: a listener's trouble is its own, never the writer's
+                logging.getLogger(__name__).exception("routines: telling of a change of %s failed", self.path)
+        return result
 
     @property
     def redone(self) -> int:
@@ -207,6 +238,9 @@ class Book:
                     routines.append(self._decode(table, name, entry, fallback))
                 except RoutineError as exc:
                     bad.append(f"{where}: {exc}")
+                    continue
+                except (ValueError, OverflowError, TypeError) as exc:  # a date past the calendar: this entry's error only
+                    bad.append(f"{where}: cannot be read: {exc}")
                     continue
                 seen.add(name)
         return routines, bad

@@ -21,7 +21,7 @@ from harness.paths import REPO
 from harness.user_env import closed_port_url, isolated_env
 from harness.vault_files import write
 
-CHECKS = ("python", "sqlite", "config", "vault", "database", "model", "socket", "daemon", "service", "chat")
+CHECKS = ("python", "sqlite", "config", "vault", "database", "model", "socket", "daemon", "service", "chat", "routines")
 
 
 def doctor(env: dict[str, str], *extra: str) -> tuple[int, dict[str, list[dict]], str]:
