@@ -168,14 +168,34 @@ class Telegram:
 
     # ---- start and stop ----
 
-    async def start(self) -> None:
+    async def start(self, poll: bool = True) -> None:
+        """The relay (answers, and messages tars starts) and, with ``poll``, the long poll. Without it
+        (another machine of the vault polls this bot: tarsd/sync/lease.py) ``start_polling`` begins it later."""
         for problem in self.problems:
             log.error("Telegram: %s", problem)
         if problem := self.token_file.problem():
             log.error("Telegram: %s", problem)
         self.relay.start()
-        self._poller = asyncio.create_task(self._poll(), name="telegram-poller")
-        log.info("Telegram: polling the Bot API for the bot's messages; %d allowed user(s)", len(self.allowed))
+        if poll:
+            self.start_polling()
+            log.info("Telegram: polling the Bot API for the bot's messages; %d allowed user(s)", len(self.allowed))
+        else:
+            log.info(
+                "Telegram: not polling (another machine of this vault polls the bot); sending works; %d allowed user(s)", len(self.allowed)
+            )
+
+    def start_polling(self) -> None:
+        """Begin the long poll (the two-machine lease's hook: this machine takes over from one that stopped)."""
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll(), name="telegram-poller")
+
+    async def stop_polling(self) -> None:
+        """End the long poll, keeping the relay and sends (the lease's hook: another machine polls now)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -24,6 +24,7 @@ from typing import Protocol
 from tarsd.config.settings import MemoryConfig
 from tarsd.memory import facts, provenance
 from tarsd.memory.guard import WINDOW_SECONDS, WriteGuard
+from tarsd.memory.journal import Journal
 from tarsd.memory.lines import (
     LIST_PREFIX,
     MemoryLine,
@@ -124,6 +125,9 @@ class MemoryFiles:
         self.on_written: Callable[[str], None] | None = None
         self._refused: set[str] = set()  # memory files found symlinked out of the vault (logged once)
         self.pending: PendingRules | None = None  # where the model's rules wait for the user (none: refused)
+        # tars's journal of the lines it writes and removes, in the vault for the other machines of a
+        # synced vault (tarsd/memory/journal.py); set by tarsd/sync, None: not kept.
+        self.journal: Journal | None = None
 
     def path(self, name: str) -> Path:
         """A memory file's path; raises OutsideVault if a symlink takes it out of the vault."""
@@ -398,12 +402,28 @@ class MemoryFiles:
     # ---- writing, and the guard ----
 
     def _write(
-        self, target: Path, change: Callable[[str], str], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
+        self,
+        target: Path,
+        change: Callable[[str], str | None],
+        added: list[tuple[str, str]] | None = None,
+        removed: list[str] | None = None,
+        journaled: bool = True,
     ) -> None:
         make_folders(self.vault, target.parent)
-        atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+        written = atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+        if self.journal is not None and journaled and written is not None:
+            self.journal.wrote(self.rel(target), added or [], removed or [])
         if self.on_written is not None:
             self.on_written(self.rel(target))
+
+    def rewrite(
+        self, kind: str, change: Callable[[str], str | None], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
+    ) -> None:
+        """A change tars makes for another machine of a synced vault (a conflict copy merged in, a
+        line put back from the journal: tarsd/sync): under the memory lock and watched by the guard
+        like tars's own writes, but not journaled (the journal holds each line where it was written)."""
+        with self._lock:
+            self._write(self.target(kind), change, added, removed, journaled=False)
 
     def _guarded(self, target: Path, added: list[tuple[str, str]], removed: list[str]) -> dict[str, Callable]:
         """atomic_update's hooks into the write guard, for a write adding and removing these lines."""
