@@ -310,7 +310,7 @@ class Daemon:
         from tarsd.sync.coordinator import SyncCoordinator
 
         book = self.routine_book
-        return SyncCoordinator(
+        coordinator = SyncCoordinator(
             self.config,
             self.assistant.memory,
             self.ledger,
@@ -319,6 +319,8 @@ class Daemon:
             reindex=self.queue.touch_now,
             version=self._version(),
         )
+        coordinator.prepare()
+        return coordinator
 
     def sync_status(self):
         from tarsctl.protocol import SyncStatus

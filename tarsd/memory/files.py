@@ -24,7 +24,7 @@ from typing import Protocol
 from tarsd.config.settings import MemoryConfig
 from tarsd.memory import facts, provenance
 from tarsd.memory.guard import WINDOW_SECONDS, WriteGuard
-from tarsd.memory.journal import Journal
+from tarsd.memory.journal import Journal, line_key
 from tarsd.memory.lines import (
     LIST_PREFIX,
     MemoryLine,
@@ -120,6 +120,7 @@ class MemoryFiles:
         self.vectors = vectors
         self._lock = threading.RLock()  # one writer of memory files at a time
         self.guard = WriteGuard(self.verify)
+        self.guard.elsewhere = self._changed_elsewhere
         # Told a vault path after tars changed a memory file (a remember, a forget, the guard's
         # repair), so the index follows without each caller re-indexing by hand. It must not block.
         self.on_written: Callable[[str], None] | None = None
@@ -432,6 +433,16 @@ class MemoryFiles:
             "written": lambda st: self.guard.wrote(target, st, added, removed),
             "displaced": lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
         }
+
+    def _changed_elsewhere(self, target: Path, line: str, removed: bool, after: float) -> bool:
+        """For the guard: whether another machine's tars wrote (``removed``: the line tars removed here)
+        or removed (a line tars wrote here) this line after ``after``, as the journal shows."""
+        if self.journal is None:
+            return False
+        view = self.journal.view()
+        where = (self.rel(target), line_key(line))
+        event = view.last_add.get(where) if removed else view.last_removal.get(where)
+        return event is not None and event.t > after and event.machine != self.journal.machine
 
     def verify(self, target: Path) -> None:
         """The guard's check: put back lines a write race lost (see tarsd/memory/guard.py)."""

@@ -149,6 +149,14 @@ class Journal:
         self._cache = {name: value for name, value in self._cache.items() if name in names}
         return sorted(found, key=lambda e: e.t)
 
+    def signature(self) -> tuple:
+        """What changes when any machine's journal changed (names, sizes, times): a cheap look."""
+        try:
+            found = [entry for entry in os.scandir(self.folder) if entry.name.endswith(SUFFIX)]
+            return tuple(sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns) for entry in found))
+        except OSError:
+            return ()
+
     def view(self) -> JournalView:
         return JournalView(self.events(), self.machine)
 
@@ -187,6 +195,7 @@ class JournalView:
         self.latest: dict[tuple[str, str], Event] = {}  # (file, key) -> the newest add or remove
         self.added_at: dict[tuple[str, str], float] = {}  # (file, key) -> the newest add
         self.last_removal: dict[tuple[str, str], Event] = {}  # (file, key) -> the newest remove
+        self.last_add: dict[tuple[str, str], Event] = {}  # (file, key) -> the newest add
         self.removals: dict[str, list[Event]] = {}  # file -> removes, for pairing a hand edit with its line
         self.mine: set[tuple[str, str]] = set()  # lines this machine added, removed or saw
         # (file, old key, new key): a replacement tars made (one write removing the one, adding the other)
@@ -203,6 +212,7 @@ class JournalView:
             self.latest[where] = event
             if event.op == ADD:
                 self.added_at[where] = event.t
+                self.last_add[where] = event
             else:
                 self.removals.setdefault(event.file, []).append(event)
                 self.last_removal[where] = event

@@ -41,14 +41,16 @@ def done_by_vault(proposal: PendingRule, keys: set[str], file: str = "", journal
     return ""
 
 
-def settle(memory: MemoryFiles) -> list[tuple[PendingRule, str]]:
-    """Close the proposals waiting here that the memory files show done; (proposal, why) for each closed."""
+def settle(memory: MemoryFiles, kinds: set[str] | frozenset[str] = frozenset({"semantic", "procedural"})) -> list[tuple[PendingRule, str]]:
+    """Close the proposals waiting here that the memory files of ``kinds`` show done; (proposal, why) for
+    each closed. The caller leaves out a file that is not there or not whole now (a sync tool between
+    two versions): its absence proves nothing."""
     if memory.pending is None:
         return []
     closed, keys_of = [], {}
     journal = memory.journal.view() if memory.journal is not None else None
     for proposal in memory.pending.list():
-        if proposal.action not in (RULE, REMOVE, REPLACE):
+        if proposal.action not in (RULE, REMOVE, REPLACE) or proposal.kind not in kinds:
             continue
         if proposal.kind not in keys_of:
             keys_of[proposal.kind] = {facts.key(line.text) for line in memory.lines(proposal.kind)}

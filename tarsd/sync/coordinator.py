@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import hashlib
 import logging
 import os
@@ -46,6 +47,7 @@ from tarsd.memory import facts
 from tarsd.memory.files import MemoryFiles
 from tarsd.memory.journal import Event, Journal
 from tarsd.memory.lines import LIST_PREFIX, insert_under, memory_lines
+from tarsd.memory.merge import EDIT_LIKENESS
 from tarsd.memory.settled import settle
 from tarsd.memory.text import UnsafeMemoryText, fact_text, section_text
 from tarsd.routines.ledger import Ledger
@@ -66,7 +68,7 @@ from tarsd.vault.heartbeat import (
     read_beats,
     write_beat,
 )
-from tarsd.vault.root import vault_problem
+from tarsd.vault.root import VaultMissing, make_folders, vault_problem
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +76,12 @@ TICK_SECONDS = 5.0
 QUIET_TICK_SECONDS = 30.0
 SCAN_SECONDS = 600.0  # a full look for conflict copies and sync tools; the watcher brings new copies at once
 MERGE_GRACE_SECONDS = 20.0
-REPLAY_AFTER_SECONDS = 15.0
+REPLAY_AFTER_SECONDS = 10.0
 SETTLE_SECONDS = 0.5  # a conflict copy unchanged for this long is whole
+# A copy is merged once it is this old (by this machine's clock) and no journal changed for JOURNAL_QUIET_SECONDS:
+# tars writes a line's journal entry with the file, and the sync tool brings the two in either order.
+COPY_AGE_SECONDS = 3.0
+JOURNAL_QUIET_SECONDS = 1.0
 INBOX_SOURCE = "sync:merge"
 KEEP_MERGES = 20
 
@@ -146,10 +152,13 @@ class SyncCoordinator:
         self.telegram = TELEGRAM_OFF
         self.telegram_since = 0.0
         self.telegram_why = ""
-        self._beat = 0
+        self._beat = int(time.time() * 1000)  # counts up from a new number at each start: a restart is a new beat
         self._beat_at = float("-inf")  # monotonic time of the last write
+        self._said: tuple = ()  # what the last heartbeat said of routines, notes and Telegram
         self._scanned_at = float("-inf")
-        self._memory_stamps: dict[str, tuple[int, int] | None] = {}
+        self._memory_stamps: dict[str, object] = {}
+        self._journal_signature: tuple = ()
+        self._journal_changed = float("-inf")  # monotonic time a journal was last seen changing
         self._first_noticed: dict[tuple[str, str], float] = {}  # journal adds to put back: when first seen here
         self._lock = threading.Lock()  # the state status reads
         self._hints: set[str] = set()  # paths the watcher reported, for the next look
@@ -159,6 +168,16 @@ class SyncCoordinator:
         self._stopping = False
 
     # ---- start and stop ----
+
+    def prepare(self) -> None:
+        """tars's folders in the vault, made before the watcher starts: a folder made under a running
+        watcher makes it rescan the vault."""
+        for folder in ("machines", "journal", f"merged/{self.machine}"):
+            try:
+                make_folders(self.vault, owned_file(self.vault, f"{FOLDER}/{folder}"))
+            except (OSError, OutsideVault, VaultMissing) as exc:
+                self._problem("folders", f"cannot make tars's folder {FOLDER}/{folder} in the vault: {exc}")
+                return
 
     async def start(self) -> None:
         """Looks from now on: the first at once (in the background: it walks the vault for conflict
@@ -212,8 +231,8 @@ class SyncCoordinator:
         if vault_problem(self.vault):
             return  # nothing is read or written in a vault that is not there; status says why
         self._read_beats()
-        if time.monotonic() - self._beat_at >= BEAT_SECONDS:
-            self._write_beat(False)
+        if time.monotonic() - self._beat_at >= BEAT_SECONDS or self._said != self._saying():
+            self._write_beat(False)  # at its time, or at once when what it says changed (a routine added)
         self._find_copies()
         self._merge_copies()
         for rel in (self.config.memory.semantic_file, self.config.memory.procedural_file):
@@ -248,6 +267,10 @@ class SyncCoordinator:
             telegram_offset=self._offset(),
         )
 
+    def _saying(self) -> tuple:
+        beat = self._my_beat()
+        return beat.routines, beat.note_targets, beat.telegram
+
     def _offset(self) -> int:
         if self.poller is None:
             return 0
@@ -258,6 +281,7 @@ class SyncCoordinator:
 
     def _write_beat(self, stopped: bool) -> None:
         self._beat += 1
+        self._said = self._saying()
         try:
             write_beat(self.vault, self._my_beat(stopped))
         except (OSError, OutsideVault) as exc:
@@ -297,6 +321,10 @@ class SyncCoordinator:
 
     def _merge_copies(self) -> None:
         first = self._first_in_line()
+        signature = self.journal.signature()
+        if signature != self._journal_signature:
+            self._journal_signature, self._journal_changed = signature, time.monotonic()
+        journal_quiet = time.monotonic() - self._journal_changed >= JOURNAL_QUIET_SECONDS
         for rel, copy in sorted(self.copies.items()):
             kind = self.kinds.kind(copy.original)
             seen = self.noticed.get(rel)
@@ -310,7 +338,7 @@ class SyncCoordinator:
             settled = seen.stamp == stamp and time.time() - st.st_mtime >= SETTLE_SECONDS
             seen.stamp = stamp
             waited = time.monotonic() - seen.first
-            if not settled or (not first and waited < MERGE_GRACE_SECONDS):
+            if not settled or not journal_quiet or waited < COPY_AGE_SECONDS or (not first and waited < MERGE_GRACE_SECONDS):
                 if self._wake is not None and self._loop is not None:
                     self._loop.call_soon_threadsafe(self._loop.call_later, SETTLE_SECONDS, self._wake.set)
                 continue
@@ -348,8 +376,8 @@ class SyncCoordinator:
     # ---- the journal: lines a copy dropped, lines seen ----
 
     def _follow_journal(self, rel: str) -> None:
-        if any(copy.original == rel for copy in self.copies.values()):
-            return  # its conflict copies are merged first
+        if not self._steady(rel):
+            return
         try:
             target = owned_file(self.vault, rel)
             text = self.memory.lines(self._memory_kind(rel))
@@ -371,8 +399,27 @@ class SyncCoordinator:
                 due.append(event)
             elif self._wake is not None and self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.call_later, REPLAY_AFTER_SECONDS, self._wake.set)
+        due = self._not_edited(rel, view, present, due)
         if due:
             self._put_back(rel, target, due)
+
+    def _steady(self, rel: str) -> bool:
+        """Whether ``rel`` can be judged by what it holds now: it is there (a sync tool resolving a
+        conflict moves it aside for a moment), and no conflict copy of it waits to be merged."""
+        return (self.vault / rel).is_file() and not any(copy.original == rel for copy in self.copies.values())
+
+    def _not_edited(self, rel: str, view, present: set[str], missing: list[Event]) -> list[Event]:
+        """The lines to put back, less those the file holds an edit of: a line tars never wrote, at
+        least EDIT_LIKENESS alike (edited by hand before this machine noted the original as seen)."""
+        hand_lines = [key for key in present if (rel, key) not in view.added_at]
+        keep = []
+        for event in missing:
+            if any(_alike(event.key, key) for key in hand_lines):
+                log.info("%s: not putting back a line another machine wrote: this copy holds an edit of it: %s", rel, event.line)
+                self.journal.saw(rel, [event.key])
+            else:
+                keep.append(event)
+        return keep
 
     def _memory_kind(self, rel: str) -> str:
         return "semantic" if rel == self.config.memory.semantic_file else "procedural"
@@ -416,7 +463,9 @@ class SyncCoordinator:
     # ---- proposals ----
 
     def _settle_proposals(self) -> None:
-        stamps = {}
+        """When a memory file or a journal changed: a replacement is closed only once the journal that
+        shows it made has come too (tarsd/memory/settled.py)."""
+        stamps: dict[str, object] = {"journal": self.journal.signature()}
         for rel in (self.config.memory.semantic_file, self.config.memory.procedural_file):
             try:
                 st = os.stat(self.vault / rel)
@@ -426,8 +475,11 @@ class SyncCoordinator:
         if stamps == self._memory_stamps:
             return
         self._memory_stamps = stamps
+        kinds = {
+            self._memory_kind(rel) for rel in (self.config.memory.semantic_file, self.config.memory.procedural_file) if self._steady(rel)
+        }
         try:
-            closed = settle(self.memory)
+            closed = settle(self.memory, kinds)
         except Exception as exc:  # the database or the file: tried again when the file changes next
             self._problem("proposals", f"could not check the waiting proposals against the memory files: {exc}")
             return
@@ -530,6 +582,11 @@ class SyncCoordinator:
                 )
         found.extend(f"sync: a file in {FOLDER}/machines is not a heartbeat ({problem})" for problem in self.beat_problems)
         return found
+
+
+def _alike(a: str, b: str) -> bool:
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.real_quick_ratio() >= EDIT_LIKENESS and matcher.quick_ratio() >= EDIT_LIKENESS and matcher.ratio() >= EDIT_LIKENESS
 
 
 def _checked_line(event: Event, kind: str) -> tuple[str, str] | None:

@@ -226,8 +226,10 @@ class Peer:
 
     # ---- the REST API ----
 
-    def call(self, method: str, path: str, timeout: float = 60) -> object:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.gui_port}{path}", method=method, headers={"X-API-Key": self.api_key})
+    def call(self, method: str, path: str, timeout: float = 60, body: object = None) -> object:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"X-API-Key": self.api_key, **({"Content-Type": "application/json"} if data is not None else {})}
+        request = urllib.request.Request(f"http://127.0.0.1:{self.gui_port}{path}", data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             body = answer.read()
         return json.loads(body) if body.strip() else None
@@ -260,12 +262,12 @@ class Peer:
     def completion(self, other: Peer) -> dict:
         return self.get(f"/rest/db/completion?folder={FOLDER_ID}&device={other.device_id}")
 
-    def pause(self, other: Peer) -> None:
-        """Stop exchanging with ``other`` (changes on both sides then meet as a conflict)."""
-        self.call("POST", f"/rest/system/pause?device={other.device_id}")
+    def pause_folder(self, paused: bool) -> None:
+        """Pause the vault's folder (the devices stay connected: resuming needs no new connection)."""
+        self.call("PATCH", f"/rest/config/folders/{FOLDER_ID}", body={"paused": paused})
 
-    def resume(self, other: Peer) -> None:
-        self.call("POST", f"/rest/system/resume?device={other.device_id}")
+    def folder_paused(self) -> bool:
+        return bool(self.get(f"/rest/config/folders/{FOLDER_ID}").get("paused"))
 
 
 class SyncthingPair:
@@ -306,16 +308,16 @@ class SyncthingPair:
         return [peer.config_file.read_text(encoding="utf-8") for peer in self.peers]
 
     def pause(self) -> None:
-        a, b = self.peers
-        a.pause(b)
-        b.pause(a)
-        wait_for(lambda: not a.connected(b) and not b.connected(a), "the peers to stop exchanging")
+        """Stop the exchange (changes made on both sides meanwhile meet as a conflict at ``resume``)."""
+        for peer in self.peers:
+            peer.pause_folder(True)
+        # A paused folder has no state (neither idle nor scanning nor syncing).
+        wait_for(lambda: all(peer.folder_paused() and peer.status().get("state") == "" for peer in self.peers), "the folders to pause")
 
     def resume(self) -> None:
-        a, b = self.peers
-        a.resume(b)
-        b.resume(a)
-        wait_for(lambda: a.connected(b) and b.connected(a), "the peers to connect again", 120)
+        for peer in self.peers:
+            peer.pause_folder(False)
+        wait_for(lambda: all(not peer.folder_paused() for peer in self.peers), "the folders to resume", 120)
 
     def _round(self) -> tuple[int, ...] | None:
         """One look at both sides: their global sequences when both are idle and complete, else None."""
