@@ -454,7 +454,10 @@ class Daemon:
         elif self.config.whatsapp.enabled:
             channels.append(ChannelStatus(name="whatsapp", path="/channels/whatsapp", error=self.whatsapp_error))
         if self.telegram is not None:
-            channels.append(self.telegram.status())
+            telegram = self.telegram.status()
+            if self.sync is not None and self.sync.standing_by():
+                telegram.receives = "long polling by another machine of this vault (this one stands by, and sends)"
+            channels.append(telegram)
         elif self.config.telegram.enabled:
             channels.append(ChannelStatus(name="telegram", title="Telegram", receives="long polling", error=self.telegram_error))
         return channels

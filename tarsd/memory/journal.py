@@ -28,6 +28,7 @@ file is compacted when it passes COMPACT_BYTES: the newest add or remove of each
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -72,7 +73,9 @@ class Journal:
         self.machine = machine
         self.path = folder / f"{machine}{SUFFIX}"
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[tuple[int, int], list[Event]]] = {}  # file name -> (size, mtime_ns), its events
+        # file name -> ((size, mtime_ns), bytes parsed, their sha256, the events in them): a journal that only
+        # grew (appended to here, or a sync tool's new copy of a longer one) is parsed from where it was left
+        self._cache: dict[str, tuple[tuple[int, int], int, bytes, list[Event]]] = {}
 
     # ---- writing (this machine's file only) ----
 
@@ -110,7 +113,7 @@ class Journal:
 
     def _compact(self) -> None:
         """Rewrite this machine's file with the newest add or remove of each line and its seen events."""
-        events = self._read(self.path)
+        events = self._read(self.path, (0, 0), None)[3]
         newest: dict[tuple[str, str], Event] = {}
         seen: dict[tuple[str, str], Event] = {}
         for event in events:
@@ -143,9 +146,9 @@ class Journal:
             stamp = (st.st_size, st.st_mtime_ns)
             cached = self._cache.get(name)
             if cached is None or cached[0] != stamp:
-                cached = (stamp, self._read(path))
+                cached = self._read(path, stamp, cached)
                 self._cache[name] = cached
-            found.extend(cached[1])
+            found.extend(cached[3])
         self._cache = {name: value for name, value in self._cache.items() if name in names}
         return sorted(found, key=lambda e: e.t)
 
@@ -161,14 +164,19 @@ class Journal:
         return JournalView(self.events(), self.machine)
 
     @staticmethod
-    def _read(path: Path) -> list[Event]:
+    def _read(path: Path, stamp: tuple[int, int], cached) -> tuple[tuple[int, int], int, bytes, list[Event]]:
         machine = path.name[: -len(SUFFIX)]
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            data = path.read_bytes()
         except OSError:
-            return []
-        events = []
-        for raw in text.splitlines():
+            return stamp, 0, b"", []
+        start, events = 0, []
+        if cached is not None and len(data) >= cached[1] and hashlib.sha256(data[: cached[1]]).digest() == cached[2]:
+            start, events = cached[1], list(cached[3])  # it grew: only the new lines are parsed
+        end = data.rfind(b"\n") + 1  # a last line without its end may still be being written
+        if end < start:
+            end = start
+        for raw in data[start:end].decode("utf-8", errors="replace").splitlines():
             try:
                 item = json.loads(raw)
                 event = Event(
@@ -184,7 +192,7 @@ class Journal:
                 continue  # a half-written line (a copy taken mid-append), or not tars's: skipped
             if event.op in (ADD, REMOVE, SEEN) and event.key:
                 events.append(event)
-        return events
+        return stamp, end, hashlib.sha256(data[:end]).digest(), events
 
 
 class JournalView:

@@ -498,6 +498,10 @@ class SyncCoordinator:
         await self._apply(decision, starting=True)
         return decision
 
+    def standing_by(self) -> bool:
+        """Telegram is enabled here and another machine polls it."""
+        return self.poller is not None and self.telegram == TELEGRAM_STANDBY
+
     async def _lease(self) -> None:
         if self.poller is None or self._stopping:
             return

@@ -13,8 +13,9 @@ The template for devices added later (``<defaults>``) is given ``tcp://127.0.0.1
 Syncthing would put ``dynamic`` (global discovery).
 
 Start-up is kept short: the file watcher on with a 1 s delay (``fsWatcherDelayS``), a 5 s full
-rescan beside it, ``maxConflicts`` -1 (Syncthing's default of 10 deletes the oldest conflict copies,
-which tars has to see to merge).
+rescan beside it, a 2 s pause before a failed pull is tried again (``pullerPauseS``; a file changed
+while it was sent fails its pull, and Syncthing's own pause is a minute), ``maxConflicts`` -1
+(Syncthing's default of 10 deletes the oldest conflict copies, which tars has to see to merge).
 
 How a test waits for a sync to settle (``wait_settled``): it asks each peer to rescan now
 (``POST /rest/db/scan``, which returns once the scan is done, so a write not yet seen by the
@@ -148,6 +149,7 @@ class Peer:
         <minDiskFree unit="%">0</minDiskFree>
         <versioning><cleanupIntervalS>3600</cleanupIntervalS><fsPath></fsPath><fsType>basic</fsType></versioning>
         <maxConflicts>-1</maxConflicts>
+        <pullerPauseS>2</pullerPauseS>
         <markerName>.stfolder</markerName>
     </folder>"""
         devices = "".join(
@@ -214,15 +216,25 @@ class Peer:
                 start_new_session=True,
             )
 
-    def stop(self) -> None:
+    def kill(self) -> None:
+        """SIGKILL to Syncthing and its child (``serve`` runs a monitor process that starts the real one):
+        the machine dying. Both go, or the child would hold the database and the port."""
         if self.process is None or self.process.poll() is not None:
             return
-        self.process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM to Syncthing's process group (the monitor and its child), SIGKILL after 20 s."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.kill()
 
     # ---- the REST API ----
 

@@ -63,6 +63,37 @@ def log_lines(daemon: TarsDaemon, pattern: str) -> list[str]:
     return [line for line in daemon.log.read_text(encoding="utf-8", errors="replace").splitlines() if re.search(pattern, line)]
 
 
+class Rig:
+    """Two machines (``mac``, ``pi``) and the sync tool between them (``pair``: a SyncthingPair), and the
+    fake Bot API both talk to. How a test waits for a sync to settle: ``settled``."""
+
+    def __init__(self, pair, mac: TarsDaemon, pi: TarsDaemon, telegram=None):
+        self.pair, self.mac, self.pi, self.telegram = pair, mac, pi, telegram
+
+    @property
+    def machines(self) -> tuple[TarsDaemon, TarsDaemon]:
+        return self.mac, self.pi
+
+    def settled(self, *names: str) -> bool:
+        """One look: Syncthing settled (tests/harness/syncthing.py), no conflict copy left in either folder,
+        and the files ``names`` (Memory.md when none) equal on both machines."""
+        if not self.pair.settled():
+            return False
+        if copies_in(self.mac.vault) or copies_in(self.pi.vault):
+            return False
+        return all(_read(self.mac.vault / name) == _read(self.pi.vault / name) for name in names or ("Memory.md",))
+
+    def wait_settled(self, *names: str, deadline: float = 180) -> None:
+        wait_for(lambda: self.settled(*names), "the two machines to settle (synced, merged, equal)", deadline, interval=0.3)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
 def kill_trial(rig, trial: int, victim: TarsDaemon, peer=None, before_kill: int = 20) -> list[str]:
     """One kill -9 trial on a rig (``mac``, ``pi``, ``wait_settled``): both machines remember facts
     without pause; once ``before_kill`` were answered, ``victim`` is killed with SIGKILL (and its
@@ -90,8 +121,7 @@ def kill_trial(rig, trial: int, victim: TarsDaemon, peer=None, before_kill: int 
     victim.process.kill()  # kill -9
     victim.process.wait()
     if peer is not None:
-        peer.process.kill()
-        peer.process.wait()
+        peer.kill()
     time.sleep(0.5)  # the other machine goes on writing meanwhile
     stop.set()
     for writer in writers:

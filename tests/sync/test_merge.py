@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tarsd.memory.journal import Journal, line_key
+from tarsd.memory.journal import COMPACT_BYTES, Journal, line_key
 from tarsd.memory.merge import LOG, MEMORY, merge
 
 STAMP = "<!-- tars:2026-11-27 -->"
@@ -137,3 +137,21 @@ def test_put_back_is_for_lines_this_machine_never_had(journal: Journal):
     view = journal.view()
     assert [e.key for e in view.to_put_back("Memory.md", set())] == [line_key(fact("Cat: Luna"))]
     assert view.unseen("Memory.md", {line_key(fact("Cat: Luna"))}) == [line_key(fact("Cat: Luna"))]
+
+
+def test_the_journal_is_compacted_and_read_from_where_it_was_left(journal: Journal):
+    """Past COMPACT_BYTES this machine's file keeps the newest add or remove of each line (and its seen
+    notes); a journal that only grew is parsed from where the last read stopped, with the same result."""
+    lines = [fact(f"Fact number {n} about the garden and the bikes and the river") for n in range(6000)]
+    for start in range(0, len(lines), 500):
+        journal.wrote("Memory.md", added=[(line, "Notes") for line in lines[start : start + 500]])
+        journal.view()  # read between appends: the next read parses only what was added
+    journal.wrote("Memory.md", removed=lines[:10])
+    for start in range(0, len(lines), 500):
+        journal.wrote("Memory.md", added=[(line, "Notes") for line in lines[start : start + 500]])  # the same lines again
+    assert journal.path.stat().st_size < COMPACT_BYTES
+    assert len(journal.path.read_text(encoding="utf-8").splitlines()) < 2 * 6000 + 10  # compacted: not every event kept
+    fresh = Journal(journal.folder, "aaaa1111").view()  # read whole, from scratch
+    view = journal.view()
+    assert view.latest == fresh.latest and len(view.latest) == 6000
+    assert all(view.latest[("Memory.md", line_key(line))].op == "add" for line in lines[:10])  # written again after the removal

@@ -4,7 +4,7 @@ config, index, socket and copy of the vault, kept in step by a real Syncthing pa
 routines and the mac not ([routines] enabled = false).
 
 The tests share the rig and run in order (the last stops a tarsd). How a test waits for a sync to
-settle: ``settled`` below: Syncthing rescans both folders and says both are idle and complete (twice
+settle: ``Rig.settled`` (tests/harness/two_machines.py): Syncthing rescans both folders and says both are idle and complete (twice
 in a row, nothing moving), no conflict copy is left in either folder, and the memory files are equal
 on both, all at one look. The heavy trials (20 kill -9 trials, Telegram watched for 60 s) are in
 bench/sync_two_machines.py; the suite runs one trial of each kind here.
@@ -13,7 +13,6 @@ bench/sync_two_machines.py; the suite runs one trial of each kind here.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,6 +23,7 @@ from harness.syncthing import SyncthingPair, addresses_in_json, addresses_in_xml
 from harness.two_machines import (
     ME,
     TOKEN,
+    Rig,
     copies_in,
     facts_in,
     kill_trial,
@@ -56,33 +56,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-class Rig:
-    def __init__(self, root: Path, pair: SyncthingPair, mac: TarsDaemon, pi: TarsDaemon, telegram: FakeTelegram, ollama: FakeOllama):
-        self.root, self.pair, self.mac, self.pi, self.telegram, self.ollama = root, pair, mac, pi, telegram, ollama
-
-    @property
-    def machines(self) -> tuple[TarsDaemon, TarsDaemon]:
-        return self.mac, self.pi
-
-    def settled(self, *names: str) -> bool:
-        """One look: Syncthing settled, no conflict copy in either folder, the files ``names`` equal on both."""
-        if not self.pair.settled():
-            return False
-        if copies_in(self.mac.vault) or copies_in(self.pi.vault):
-            return False
-        return all(_read(self.mac.vault / name) == _read(self.pi.vault / name) for name in names or ("Memory.md",))
-
-    def wait_settled(self, *names: str, deadline: float = 180) -> None:
-        wait_for(lambda: self.settled(*names), "the two machines to settle (synced, merged, equal)", deadline, interval=0.3)
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-
-
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     root = tmp_path_factory.mktemp("rig")
@@ -95,7 +68,7 @@ def rig(tmp_path_factory):
         try:
             mac.start()
             pi.start()
-            yield Rig(root, pair, mac, pi, telegram, ollama)
+            yield Rig(pair, mac, pi, telegram)
         finally:
             for daemon in (mac, pi):
                 daemon.stop()
