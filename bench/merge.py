@@ -76,7 +76,7 @@ def main() -> None:
     try:
         vault = root / "vault"
         vault.mkdir()
-        journal = Journal(vault / ".tars" / "journal", "benchbench01")
+        journal = Journal(vault, "benchbench01")
         ours, theirs = versions(journal, rng)
         log(f"versions: {len(ours.splitlines())} and {len(theirs.splitlines())} lines")
         text_times = []

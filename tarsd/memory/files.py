@@ -413,7 +413,10 @@ class MemoryFiles:
         make_folders(self.vault, target.parent)
         written = atomic_update(target, change, **self._guarded(target, added or [], removed or []))
         if self.journal is not None and journaled and written is not None:
-            self.journal.wrote(self.rel(target), added or [], removed or [])
+            try:
+                self.journal.wrote(self.rel(target), added or [], removed or [])
+            except (OSError, OutsideVault) as exc:  # the line is written: the journal only helps other machines
+                log.warning("%s: the change is written, but tars's journal in the vault could not be: %s", self.rel(target), exc)
         if self.on_written is not None:
             self.on_written(self.rel(target))
 

@@ -40,10 +40,13 @@ from pathlib import Path
 
 from tarsd.memory import facts
 from tarsd.memory.lines import memory_lines
+from tarsd.vault.files import OutsideVault, owned_file
+from tarsd.vault.root import make_folders
 
 log = logging.getLogger(__name__)
 
 ADD, REMOVE, SEEN = "add", "remove", "seen"
+FOLDER = ".tars/journal"  # in the vault
 COMPACT_BYTES = 2_000_000
 SUFFIX = ".jsonl"
 
@@ -68,10 +71,11 @@ def line_key(raw: str) -> str:
 class Journal:
     """This machine's journal (written) and everyone's (read): see the module's docstring."""
 
-    def __init__(self, folder: Path, machine: str):
-        self.folder = folder
+    def __init__(self, vault: Path, machine: str):
+        self.vault = vault
+        self.folder = vault / FOLDER
         self.machine = machine
-        self.path = folder / f"{machine}{SUFFIX}"
+        self.path = self.folder / f"{machine}{SUFFIX}"
         self._lock = threading.Lock()
         # file name -> ((size, mtime_ns), bytes parsed, their sha256, the events in them): a journal that only
         # grew (appended to here, or a sync tool's new copy of a longer one) is parsed from where it was left
@@ -100,8 +104,9 @@ class Journal:
             return
         data = "".join(json.dumps(event, ensure_ascii=False) + "\n" for event in events).encode("utf-8")
         with self._lock:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            folder = owned_file(self.vault, FOLDER)  # OutsideVault when .tars or its journal folder leads out of the vault
+            make_folders(self.vault, folder)
+            fd = os.open(folder / self.path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
                 os.write(fd, data)
                 os.fsync(fd)
@@ -132,10 +137,14 @@ class Journal:
         """Every machine's events, oldest first (files read again only when they changed)."""
         found: list[Event] = []
         try:
+            if owned_file(self.vault, FOLDER) != self.folder:
+                return []  # a symlink, even one within the vault: never read as a journal
             names = sorted(
-                entry.name for entry in os.scandir(self.folder) if entry.name.endswith(SUFFIX) and not entry.name.startswith(".")
+                entry.name
+                for entry in os.scandir(self.folder)
+                if entry.name.endswith(SUFFIX) and not entry.name.startswith(".") and not entry.is_symlink()
             )
-        except OSError:
+        except (OSError, OutsideVault):
             return []
         for name in names:
             path = self.folder / name

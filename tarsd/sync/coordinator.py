@@ -133,7 +133,7 @@ class SyncCoordinator:
         self.reindex = reindex
         self.version = version
         self.machine, self.name = machine_identity(config.db_path.with_suffix(".machine"))
-        self.journal = Journal(self.vault / FOLDER / "journal", self.machine)
+        self.journal = Journal(self.vault, self.machine)
         memory.journal = self.journal
         self.kinds = FileKinds(config.memory, self._all_note_templates)
         self.started_at = time.time()

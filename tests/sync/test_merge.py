@@ -6,13 +6,17 @@ line of the user's only one version holds, are kept and listed."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 
+from tarsd.config.settings import MemoryConfig
+from tarsd.memory.files import MemoryFiles
 from tarsd.memory.journal import COMPACT_BYTES, Journal, line_key
 from tarsd.memory.merge import LOG, MEMORY, merge
+from tarsd.vault.files import OutsideVault
 
 STAMP = "<!-- tars:2026-11-27 -->"
 
@@ -23,7 +27,9 @@ def fact(text: str, stamp: str = STAMP) -> str:
 
 @pytest.fixture
 def journal(tmp_path: Path) -> Journal:
-    return Journal(tmp_path / "vault" / ".tars" / "journal", "aaaa1111")
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    return Journal(vault, "aaaa1111")
 
 
 def test_both_versions_lines_stay_once_under_one_heading_each():
@@ -65,7 +71,7 @@ def test_a_line_remembered_again_after_a_forget_stays_and_is_listed(journal: Jou
     line = fact("Locker: 112")
     journal.wrote("Memory.md", removed=[line])
     time.sleep(0.01)
-    other = Journal(journal.folder, "bbbb2222")
+    other = Journal(journal.vault, "bbbb2222")
     other.wrote("Memory.md", added=[(line, "Notes")])  # the other machine wrote it again later
     merged = merge("# Notes\n", f"# Notes\n{line}\n", MEMORY, "Memory.md", journal.view())
     assert line in merged.text
@@ -131,7 +137,7 @@ def test_the_journal_skips_half_written_and_foreign_lines(journal: Journal):
 
 
 def test_put_back_is_for_lines_this_machine_never_had(journal: Journal):
-    other = Journal(journal.folder, "bbbb2222")
+    other = Journal(journal.vault, "bbbb2222")
     other.wrote("Memory.md", added=[(fact("Cat: Luna"), "Pets"), (fact("Fish: Nemo"), "Pets")])
     journal.saw("Memory.md", [line_key(fact("Fish: Nemo"))])  # this machine had Nemo once; it was deleted here since
     view = journal.view()
@@ -151,7 +157,29 @@ def test_the_journal_is_compacted_and_read_from_where_it_was_left(journal: Journ
         journal.wrote("Memory.md", added=[(line, "Notes") for line in lines[start : start + 500]])  # the same lines again
     assert journal.path.stat().st_size < COMPACT_BYTES
     assert len(journal.path.read_text(encoding="utf-8").splitlines()) < 2 * 6000 + 10  # compacted: not every event kept
-    fresh = Journal(journal.folder, "aaaa1111").view()  # read whole, from scratch
+    fresh = Journal(journal.vault, "aaaa1111").view()  # read whole, from scratch
     view = journal.view()
     assert view.latest == fresh.latest and len(view.latest) == 6000
     assert all(view.latest[("Memory.md", line_key(line))].op == "add" for line in lines[:10])  # written again after the removal
+
+
+def test_a_tars_folder_swapped_for_a_symlink_out_of_the_vault_is_never_written_or_read(tmp_path: Path):
+    vault, outside = tmp_path / "vault", tmp_path / "outside"
+    vault.mkdir()
+    (outside / "journal").mkdir(parents=True)
+    (outside / "journal" / "bbbb2222.jsonl").write_text(
+        json.dumps({"t": 1, "op": "add", "file": "Memory.md", "key": "planted", "line": f"- planted {STAMP}"}) + "\n"
+    )
+    os.symlink(outside, vault / ".tars")
+    journal = Journal(vault, "aaaa1111")
+    memory = MemoryFiles(vault, MemoryConfig())
+    memory.journal = journal
+    try:
+        assert memory.remember("Dog: Perry").added  # the fact is written; only the journal is refused
+    finally:
+        memory.guard.stop()
+    assert "Dog: Perry" in (vault / "Memory.md").read_text(encoding="utf-8")
+    assert sorted(p.name for p in (outside / "journal").iterdir()) == ["bbbb2222.jsonl"]  # nothing written out there
+    assert journal.events() == []  # and nothing read from there
+    with pytest.raises(OutsideVault):
+        journal.wrote("Memory.md", added=[(fact("x"), "")])
