@@ -210,7 +210,7 @@ class SyncCoordinator:
                 log.exception("a look at the other machines of the vault failed")
 
     def _tick(self) -> float:
-        busy = self.tools or any(live for _, live in self.beats) or self.copies or self.telegram != TELEGRAM_OFF
+        busy = self.tools or any(live for _, live in self.beats) or self.copies
         return TICK_SECONDS if busy else QUIET_TICK_SECONDS
 
     def path_changed(self, rel: str) -> None:

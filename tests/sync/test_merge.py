@@ -183,3 +183,17 @@ def test_a_tars_folder_swapped_for_a_symlink_out_of_the_vault_is_never_written_o
     assert journal.events() == []  # and nothing read from there
     with pytest.raises(OutsideVault):
         journal.wrote("Memory.md", added=[(fact("x"), "")])
+
+
+def test_which_files_tars_merges_and_which_it_leaves_to_the_user():
+    from tarsd.memory.merge import register_log_files
+    from tarsd.sync.files import FileKinds
+
+    kinds = FileKinds(MemoryConfig(), lambda: ["Daily/{date}.md", "Reviews/{date}"])
+    assert kinds.kind("Memory.md") == kinds.kind("Procedural.md") == MEMORY
+    assert kinds.kind("corrections.md") == kinds.kind("rewards.md") == LOG
+    assert kinds.kind("Daily/2026-11-27.md") == kinds.kind("Reviews/2026-11-27.md") == LOG  # the routines' notes
+    for yours in ("Plan.md", "Daily/notes.md", "Daily/2026-11-27.md.bak", "sessions/2026-11-27-1015-chat.md", "x/Memory.md"):
+        assert kinds.kind(yours) is None, yours
+    register_log_files(r"^memory-history/\d{4}-\d{2}\.md\Z")  # as the memory review registers its history
+    assert kinds.kind("memory-history/2026-11.md") == LOG

@@ -110,10 +110,15 @@ def test_200_remembers_on_both_machines_end_in_both_files_once(rig: Rig):
         facts.append(fact)
     assert len(facts) == 200
     rig.wait_settled()
+    ids = {daemon.status().sync.machine for daemon in rig.machines}
     for daemon in rig.machines:
         found = facts_in(daemon.vault)
         assert sorted(found) == sorted(facts), sorted(set(found) ^ set(facts))
         assert not copies_in(daemon.vault)
+        # Syncthing carried each machine's .tars/ files to the other (heartbeat and journal), and tars indexed none.
+        assert {p.stem for p in (daemon.vault / ".tars/machines").glob("*.json")} == ids
+        assert {p.stem for p in (daemon.vault / ".tars/journal").glob("*.jsonl")} == ids
+        assert daemon.search("machine", mode="fts") == []
     merged = [daemon for daemon in rig.machines if daemon.status().sync.merged]
     assert merged, "no conflict copy was made: the burst did not race"
     merger = merged[0]
