@@ -11,12 +11,8 @@ QUIET_TICK_SECONDS otherwise, and at once when the watcher reports a conflict co
   live machine in line (the lowest machine id) merges at once; another waits MERGE_GRACE_SECONDS
   for it, then merges what is still there (a merge of a copy already merged changes nothing). A
   copy of a note of yours is listed, never merged;
-- **lines a copy dropped** (a newest-wins copying tool keeps one whole version): a line tars added
-  on another machine, still tars's last word on it, missing here and never seen here, is put back
-  from the journal (tarsd/memory/journal.py) once REPLAY_AFTER_SECONDS have passed since this
-  machine first saw its journal entry (time for the sync tool to bring the file itself). Lines the
-  journal names and this machine's copy holds are noted as seen, so a line deleted here later is
-  never put back here;
+- **lines a copy dropped** (a newest-wins copying tool keeps one whole version): put back from
+  tars's journal by the machine that never had them (tarsd/sync/replay.py);
 - **proposals** the memory files show done already are closed (tarsd/memory/settled.py);
 - **Telegram**: which machine polls (tarsd/sync/lease.py); the poller is started and stopped
   through ``Poller`` (the daemon hands it the channel: tarsd/daemon/main.py);
@@ -29,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import hashlib
 import logging
 import os
@@ -38,22 +33,18 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from tarsctl.protocol import ConflictInfo, MachineInfo, MergeInfo, SyncStatus
 from tarsd.config.settings import Config
-from tarsd.memory import facts
 from tarsd.memory.files import MemoryFiles
-from tarsd.memory.journal import Event, Journal
-from tarsd.memory.lines import LIST_PREFIX, insert_under, memory_lines
-from tarsd.memory.merge import EDIT_LIKENESS
+from tarsd.memory.journal import Journal
 from tarsd.memory.settled import settle
-from tarsd.memory.text import UnsafeMemoryText, fact_text, section_text
 from tarsd.routines.ledger import Ledger
 from tarsd.sync.files import FileKinds
 from tarsd.sync.lease import Decision, who_polls
 from tarsd.sync.merging import MergeDone, merge_copy
+from tarsd.sync.replay import Replay
 from tarsd.vault.conflicts import ConflictCopy, SyncTool, conflict_copy, find_conflict_copies, sync_tools, uses_icloud
 from tarsd.vault.files import OutsideVault, owned_file
 from tarsd.vault.heartbeat import (
@@ -76,7 +67,6 @@ TICK_SECONDS = 5.0
 QUIET_TICK_SECONDS = 30.0
 SCAN_SECONDS = 600.0  # a full look for conflict copies and sync tools; the watcher brings new copies at once
 MERGE_GRACE_SECONDS = 20.0
-REPLAY_AFTER_SECONDS = 10.0
 SETTLE_SECONDS = 0.5  # a conflict copy unchanged for this long is whole
 # A copy is merged once it is this old (by this machine's clock) and no journal changed for JOURNAL_QUIET_SECONDS:
 # tars writes a line's journal entry with the file, and the sync tool brings the two in either order.
@@ -135,6 +125,7 @@ class SyncCoordinator:
         self.machine, self.name = machine_identity(config.db_path.with_suffix(".machine"))
         self.journal = Journal(self.vault, self.machine)
         memory.journal = self.journal
+        self.replay = Replay(memory, self.journal)
         self.kinds = FileKinds(config.memory, self._all_note_templates)
         self.started_at = time.time()
         self.liveness = Liveness()
@@ -145,7 +136,6 @@ class SyncCoordinator:
         self.noticed: dict[str, _Seen] = {}  # conflict copies by path: when first noticed, their last stat
         self.merges: deque[MergeDone] = deque(maxlen=KEEP_MERGES)
         self.merged = 0
-        self.put_back = 0
         self.closed: list[str] = []
         self.problems: dict[str, str] = {}  # what could not be done lately, by what, for status
         self.poller: Poller | None = None
@@ -159,7 +149,6 @@ class SyncCoordinator:
         self._memory_stamps: dict[str, object] = {}
         self._journal_signature: tuple = ()
         self._journal_changed = float("-inf")  # monotonic time a journal was last seen changing
-        self._first_noticed: dict[tuple[str, str], float] = {}  # journal adds to put back: when first seen here
         self._lock = threading.Lock()  # the state status reads
         self._hints: set[str] = set()  # paths the watcher reported, for the next look
         self._wake: asyncio.Event | None = None
@@ -378,87 +367,20 @@ class SyncCoordinator:
     def _follow_journal(self, rel: str) -> None:
         if not self._steady(rel):
             return
-        try:
-            target = owned_file(self.vault, rel)
-            text = self.memory.lines(self._memory_kind(rel))
-        except (OSError, OutsideVault, ValueError):
-            return
-        present = {facts.key(line.text) for line in text}
-        view = self.journal.view()
-        unseen = view.unseen(rel, present)
-        if unseen:
-            self.journal.saw(rel, unseen)
-        now = time.monotonic()
-        missing = view.to_put_back(rel, present)
-        wanted = {(event.file, event.key) for event in missing}
-        self._first_noticed = {where: at for where, at in self._first_noticed.items() if where in wanted or where[0] != rel}
-        due = []
-        for event in missing:
-            first = self._first_noticed.setdefault((event.file, event.key), now)
-            if now - first >= REPLAY_AFTER_SECONDS:
-                due.append(event)
-            elif self._wake is not None and self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.call_later, REPLAY_AFTER_SECONDS, self._wake.set)
-        due = self._not_edited(rel, view, present, due)
-        if due:
-            self._put_back(rel, target, due)
+        due_later = self.replay.follow(rel, self._memory_kind(rel))
+        if due_later is not None and self._wake is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.call_later, due_later, self._wake.set)
+        for what, message in self.replay.problems.items():
+            self._problem(what, message)
+        self.replay.problems.clear()
+
+    def _memory_kind(self, rel: str) -> str:
+        return "semantic" if rel == self.config.memory.semantic_file else "procedural"
 
     def _steady(self, rel: str) -> bool:
         """Whether ``rel`` can be judged by what it holds now: it is there (a sync tool resolving a
         conflict moves it aside for a moment), and no conflict copy of it waits to be merged."""
         return (self.vault / rel).is_file() and not any(copy.original == rel for copy in self.copies.values())
-
-    def _not_edited(self, rel: str, view, present: set[str], missing: list[Event]) -> list[Event]:
-        """The lines to put back, less those the file holds an edit of: a line tars never wrote, at
-        least EDIT_LIKENESS alike (edited by hand before this machine noted the original as seen)."""
-        hand_lines = [key for key in present if (rel, key) not in view.added_at]
-        keep = []
-        for event in missing:
-            if any(_alike(event.key, key) for key in hand_lines):
-                log.info("%s: not putting back a line another machine wrote: this copy holds an edit of it: %s", rel, event.line)
-                self.journal.saw(rel, [event.key])
-            else:
-                keep.append(event)
-        return keep
-
-    def _memory_kind(self, rel: str) -> str:
-        return "semantic" if rel == self.config.memory.semantic_file else "procedural"
-
-    def _put_back(self, rel: str, target: Path, events: list[Event]) -> None:
-        kind = self._memory_kind(rel)
-        lines = []
-        for event in events:
-            line = _checked_line(event, kind)
-            if line is None:
-                log.warning("%s: a journal entry of %s is not a line tars writes; not put back: %r", rel, event.machine, event.line[:200])
-                self.journal.saw(rel, [event.key])  # looked at once: never again
-                continue
-            lines.append((event, line))
-        if not lines:
-            return
-        put: list[tuple[str, str]] = []
-
-        def change(text: str) -> str | None:
-            put.clear()
-            present = {facts.key(line.text) for line in memory_lines(text)}
-            for event, (line, section) in lines:
-                if event.key not in present:
-                    text = insert_under(text, section, line)
-                    present.add(event.key)
-                    put.append((line, section))
-            return text if put else None
-
-        try:
-            self.memory.rewrite(kind, change, added=[line for _, line in lines])
-        except (OSError, OutsideVault, ValueError) as exc:
-            self._problem(f"put-back:{rel}", f"could not put back lines a sync dropped from {rel}: {exc}")
-            return
-        self.journal.saw(rel, [event.key for event, _ in lines])
-        if put:
-            with self._lock:
-                self.put_back += len(put)
-            for line, _ in put:
-                log.warning("%s: put back a line tars wrote on another machine that a sync dropped (from the journal): %s", rel, line)
 
     # ---- proposals ----
 
@@ -546,7 +468,8 @@ class SyncCoordinator:
     def status(self) -> SyncStatus:
         with self._lock:
             beats, copies, merges = list(self.beats), dict(self.copies), list(self.merges)
-            merged, put_back, closed = self.merged, self.put_back, list(self.closed)
+            merged, closed = self.merged, list(self.closed)
+        put_back = self.replay.put_back
         me = self._my_beat()
         machines = [_machine_info(me, True, True)] + [_machine_info(beat, live, False) for beat, live in beats]
         conflicts = [
@@ -586,26 +509,6 @@ class SyncCoordinator:
                 )
         found.extend(f"sync: a file in {FOLDER}/machines is not a heartbeat ({problem})" for problem in self.beat_problems)
         return found
-
-
-def _alike(a: str, b: str) -> bool:
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return matcher.real_quick_ratio() >= EDIT_LIKENESS and matcher.quick_ratio() >= EDIT_LIKENESS and matcher.ratio() >= EDIT_LIKENESS
-
-
-def _checked_line(event: Event, kind: str) -> tuple[str, str] | None:
-    """The line and heading of a journal entry, when it is a line tars writes (one printable line, a
-    tars stamp, text that passes the memory check); None otherwise."""
-    raw = event.line.strip("\n")
-    parsed = memory_lines(raw)
-    if "\n" in raw or "\r" in raw or len(parsed) != 1 or parsed[0].stamp is None or len(raw) > 2 * facts.MAX_FACT_CHARS:
-        return None
-    try:
-        fact_text(LIST_PREFIX.sub("", parsed[0].text), kind)
-        section = section_text(event.section)
-    except (UnsafeMemoryText, ValueError):
-        return None
-    return raw, section
 
 
 def _machine_info(beat: Beat, live: bool, this: bool) -> MachineInfo:
