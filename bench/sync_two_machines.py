@@ -8,8 +8,8 @@ pair on 127.0.0.1 (tests/harness/syncthing.py), both with Telegram enabled again
     python bench/sync_two_machines.py all
 
 kill: both machines remember without pause; once 20 remembers were answered, one machine's tarsd is
-killed with SIGKILL (every other trial its Syncthing too: the machine dying), the mac and the pi in
-turn; it is started again and the pair left to settle. Every answered fact must be in both Memory.md,
+killed with SIGKILL (in every other pair of trials its Syncthing too: the machine dying), the mac
+and the pi in turn; it is started again and the pair left to settle. Every answered fact must be in both Memory.md,
 once. telegram: watches getUpdates for --watch seconds (no 409 may come), then stops the machine that
 polls (SIGTERM) and times until the other polls, and again with SIGKILL (the heartbeat goes stale).
 Needs Syncthing (apt-get install syncthing).
