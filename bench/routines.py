@@ -178,7 +178,8 @@ class Case:
         # Bytecode cached (this machine sets PYTHONDONTWRITEBYTECODE), as an installed tarsd's is.
         self.daemon.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.daemon.env["PYTHONPYCACHEPREFIX"] = str(pycache)
-        (self.state / "config.toml").write_text('[routines]\ntimezone = "UTC"\n')
+        # The minimum interval at 1 s (the least it may be set to): --busy's reminder every --every-seconds is at it or above.
+        (self.state / "config.toml").write_text('[routines]\ntimezone = "UTC"\nmin_interval_seconds = 1\n')
         (self.state / "routines.toml").write_text(tomli_w.dumps(routines))
         self.expected = sum(len(table) for table in routines.values())
 

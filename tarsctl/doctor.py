@@ -65,6 +65,7 @@ class Doctor:
             ("daemon", self.daemon),
             ("http", self.http),
             ("channels", self.channels),
+            ("sync", self.sync),
             ("service", self.service),
             ("chat", self.chat),
             ("routines", self.routines),
@@ -422,6 +423,16 @@ class Doctor:
 
         for name, status, summary, fix in check_channels(self.config, config_file_path(), _http_get):
             self.add(name, status, summary, fix)
+
+    def sync(self) -> None:
+        """A vault synced with other machines (tarsctl/sync_doctor.py): the sync tools seen, conflict
+        copies, the other tarsd writing it. Nothing for a vault no sync tool marks and no other tarsd writes."""
+        if self._configured_vault() is None:
+            return  # no config or no vault: said by their checks
+        from tarsctl.sync_doctor import check_sync
+
+        for status, summary, fix in check_sync(self.config, self.served()):
+            self.add("sync", status, summary, fix)
 
     def service(self) -> None:
         from tarsctl.service import ServiceError, inspect, linger_enabled, linger_hint

@@ -670,6 +670,58 @@ class RoutinesStatus(msgspec.Struct, omit_defaults=True):
     set_aside: list[str] = []  # "NAME: why": routines the clock cannot compute the times of (also in problem), for doctor
 
 
+class ConflictInfo(msgspec.Struct, omit_defaults=True):
+    """A sync tool's conflict copy in the vault (docs/two-machines.md)."""
+
+    path: str = ""  # the copy, relative to the vault
+    original: str = ""  # the file it is a copy of
+    tool: str = ""  # whose naming it has: Syncthing, Dropbox, Obsidian Sync, iCloud Drive
+    state: str = ""  # merging: a file tars writes, merged soon | yours: a note of yours, left to you to merge
+
+
+class MergeInfo(msgspec.Struct, omit_defaults=True):
+    """A conflict copy tars merged into the file it is a copy of."""
+
+    at: float = 0.0
+    file: str = ""
+    copy: str = ""  # the copy's path, as it was
+    kept_at: str = ""  # where the copy's content is kept, in the vault (.tars/merged/...)
+    added: int = 0  # lines of the copy now in the file
+    duplicates: int = 0  # lines of the copy the file held already
+    removed: list[str] = []  # lines left out, with why: removed by tars after their last edit
+    kept: list[str] = []  # lines one version lacked that were kept, with why: look at them
+
+
+class MachineInfo(msgspec.Struct, omit_defaults=True):
+    """A tarsd on this vault, as its heartbeat in the vault's .tars/machines/ says."""
+
+    machine: str = ""
+    name: str = ""
+    this: bool = False  # the tarsd answering
+    live: bool = False
+    beat_at: float = 0.0  # its last beat, by its own clock
+    stopped: bool = False  # it stopped cleanly
+    telegram: str = ""  # off | polling | standby
+    routines: list[str] = []
+    version: str = ""
+
+
+class SyncStatus(msgspec.Struct, omit_defaults=True):
+    """A vault kept in step with other machines: the sync tools seen, the tarsd on it, conflict
+    copies, merges, and who polls Telegram (docs/two-machines.md)."""
+
+    machine: str = ""  # this tarsd's machine id
+    tools: list[str] = []  # "Syncthing (.stfolder in /home/sam/Notes)"
+    machines: list[MachineInfo] = []
+    conflicts: list[ConflictInfo] = []
+    merges: list[MergeInfo] = []  # the newest first, at most 10
+    merged: int = 0  # conflict copies merged since start
+    put_back: int = 0  # lines put back from tars's journal since start (a copy that dropped them)
+    telegram: str = ""  # this machine's part: why it polls or stands by ("" without Telegram)
+    closed_proposals: list[str] = []  # proposals closed because the vault shows them done, since start
+    warnings: list[str] = []
+
+
 class StatusReply(Message, tag="status_reply"):
     id: int = 0
     vault: str = ""
@@ -696,6 +748,7 @@ class StatusReply(Message, tag="status_reply"):
     channels: list[ChannelStatus] = []  # messenger channels ([whatsapp]) when enabled
     memory_budget: str = ""  # the memory tarsd plans for, where that comes from, and the settings it picked
     routines: RoutinesStatus = msgspec.field(default_factory=RoutinesStatus)
+    sync: SyncStatus = msgspec.field(default_factory=SyncStatus)  # other machines on this vault, conflict copies, merges
 
 
 class Stopping(Message, tag="stopping"):

@@ -213,12 +213,19 @@ class Telegram:
             if secret is not None and (problem := secret.problem()):
                 log.error("Telegram: %s", problem)
 
-    async def start(self) -> None:
-        """Polling mode: the relay, then the long poll."""
+    async def start(self, poll: bool = True) -> None:
+        """Polling mode: the relay (answers, and messages tars starts) and, with ``poll``, the long poll.
+        Without it (another machine of the vault polls this bot: tarsd/sync/lease.py) ``start_polling``
+        begins it later."""
         self._log_problems()
         self.relay.start()
-        self.start_polling()
-        log.info("Telegram: polling the Bot API for the bot's messages; %d allowed user(s)", len(self.allowed))
+        if poll:
+            self.start_polling()
+            log.info("Telegram: polling the Bot API for the bot's messages; %d allowed user(s)", len(self.allowed))
+        else:
+            log.info(
+                "Telegram: not polling (another machine of this vault polls the bot); sending works; %d allowed user(s)", len(self.allowed)
+            )
 
     def start_polling(self) -> None:
         """The long poll, in a task of its own (until ``stop_polling``); messages tars starts are sent without it."""

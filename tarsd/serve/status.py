@@ -233,6 +233,8 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         warnings.append(f"tools: {rules.problem}")
     channels = daemon.channels_status()
     warnings.extend(channel_warnings(channels))
+    sync = daemon.sync_status()
+    warnings.extend(sync.warnings)  # a conflict copy of a note of yours, a routine both machines run
     memory = dict(daemon.assistant.memory_status())
     if memory.get("last_restored_at") is None:
         memory["last_restored_at"] = 0.0  # never
@@ -270,6 +272,7 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         channels=channels,
         memory_budget=engine.plan.describe(),
         routines=routines_status(daemon),
+        sync=sync,
     )
 
 

@@ -5,8 +5,9 @@ recording every call (method, parameters, when, the status answered).
 
 Methods: getMe, getUpdates (long polling: it waits up to ``timeout`` seconds for an update; an
 ``offset`` confirms, and forgets, every update before it, as Telegram does; 409 while a webhook
-is set), sendMessage, sendChatAction, answerCallbackQuery, editMessageReplyMarkup, setWebhook
-and deleteWebhook. It checks what the real API checks
+is set; and, as Telegram does when two programs poll one bot, a new getUpdates ends the one still
+waiting with 409 "terminated by other getUpdates request"), sendMessage, sendChatAction,
+answerCallbackQuery, editMessageReplyMarkup, setWebhook and deleteWebhook. It checks what the real API checks
 that tars could get wrong: the token (else 401 "Unauthorized"), the chat (a user who never
 wrote to the bot cannot be messaged: 403), a message's HTML (only Telegram's tags; every other
 ``<``, ``>`` and ``&`` escaped, else 400 "can't parse entities"), its length once parsed (4,096),
@@ -120,6 +121,8 @@ class FakeTelegram:
         self.messages: dict[int, dict] = {}  # message_id -> a message the bot sent
         self.questions: list[dict] = []  # messages sent with buttons, as sent
         self.webhook: dict | None = None  # what setWebhook was given: url, secret_token, allowed_updates
+        self._polls = itertools.count(1)  # each getUpdates's number: a newer one ends the one waiting (409)
+        self._newest_poll = 0
         self.cond = threading.Condition()
         self._update_ids = itertools.count(500_000)
         self._message_ids = itertools.count(1)
@@ -237,9 +240,13 @@ class FakeTelegram:
         allowed = params.get("allowed_updates")
         end = time.monotonic() + timeout
         with self.cond:
+            number = self._newest_poll = next(self._polls)
+            self.cond.notify_all()  # a poll still waiting sees it is no longer the newest
             if offset is not None:
                 self.updates = [u for u in self.updates if u["update_id"] >= offset]  # confirmed: gone for good
             while True:
+                if number != self._newest_poll:
+                    raise _Refused(409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running")
                 ready = [u for u in self.updates if not allowed or any(k in u for k in allowed)]
                 if ready or time.monotonic() >= end:
                     return ready[: int(params.get("limit") or 100)]

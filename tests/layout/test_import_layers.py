@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.memory",),
     ("tarsd.tools",),  # other MCP servers' tools: connections, policy, approvals
     ("tarsd.routines",),  # routines and reminders, what and when: schedules, the routines file, runs, inbox, clock
+    ("tarsd.sync",),  # two machines, one vault: heartbeats, conflict copies merged, the journal replayed, who polls Telegram
     ("tarsd.chat",),
     ("tarsd.serve",),
     ("tarsd.channels",),  # messengers (WhatsApp) on the HTTP listener, through the doors' dispatcher
