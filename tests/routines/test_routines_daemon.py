@@ -369,14 +369,17 @@ def test_a_repeating_reminder_is_limited_per_day(world):
     """A reminder every second written by hand, its runs_per_day 2: two messages, then none (the runs say why)."""
     daemon, _ollama, _telegram, _ = world
     path = Path(daemon.env["TARS_CONFIG"]).parent / "routines.toml"
-    # A reminder of an earlier test still leaving the file would write it over this hand edit (tars
-    # re-reads before it writes, but an edit between its read and its write is lost: issue 43, item 8).
+    # A reminder of an earlier test still leaving the file: this test's counts start once none is left.
     wait_for(
         lambda: not [r for r in call(daemon, Routines(id=1), RoutinesReply).routines if r.kind == "reminder"], "earlier reminders to leave"
     )
     with path.open("a", encoding="utf-8") as handle:
         handle.write('\n[reminder.nag]\nschedule = "every 1s"\ntext = "nag nag"\nruns_per_day = 2\n')
-    found = wait_for(lambda: len((r := listed(daemon, "nag", runs=10)).runs) >= 4 and r, "four occurrences of the reminder")
+    # Four occurrences recorded to their end (the newest may be still running when first seen).
+    found = wait_for(
+        lambda: len((r := listed(daemon, "nag", runs=10)).runs) >= 4 and all(run.outcome != "running" for run in r.runs) and r,
+        "four occurrences of the reminder, ended",
+    )
     call(daemon, RoutineAction(id=1, name="nag", action="remove"), RoutineSaved)
     outcomes = [run.outcome for run in reversed(found.runs)]
     assert outcomes[:2] == ["reminded", "reminded"] and set(outcomes[2:]) == {"limited"}, outcomes
