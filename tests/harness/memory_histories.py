@@ -38,6 +38,9 @@ from datetime import date, timedelta
 
 from harness.memory_phrasings import (
     CITIES,
+    FRESH_CHANGE,
+    FRESH_SAY,
+    FRESH_TRANSIENT,
     NAMES,
     RELATIONS,
     UNSEEN_TRANSIENT,
@@ -127,10 +130,17 @@ def _stamp(day: date, by: str, rng: random.Random) -> str:
 
 
 def generate(
-    seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days: int = 365, typo_rate: float = 0.06, unseen_phrasings: bool = False
+    seed: int,
+    lines: int = 1000,
+    start: date = date(2026, 1, 1),
+    days: int = 365,
+    typo_rate: float = 0.06,
+    unseen_phrasings: bool | str = False,
 ) -> History:
     """A year of Memory.md ending near ``lines`` lines (a share of them to be removed), and the truth.
-    ``unseen_phrasings``: also the phrasings the review's checks were never tuned on (UNSEEN_SAY...)."""
+    ``unseen_phrasings``: also the phrasings the review's checks were never tuned on (True: UNSEEN_SAY...;
+    "fresh": the second held-out set, FRESH_SAY...)."""
+    fresh = unseen_phrasings == "fresh"
     rng = random.Random(seed)
     end = start + timedelta(days=days)
     scale = lines / 1000
@@ -142,7 +152,7 @@ def generate(
         slots.extend(rng.sample(_person_slots(rng, name, relation), k=rng.randint(4, 7)))
     if unseen_phrasings:
         for slot in slots:
-            _unseen(slot)
+            _unseen(slot, FRESH_SAY, FRESH_CHANGE) if fresh else _unseen(slot)
     used: set[str] = {slot.key for slot in slots}
     one_offs = _one_off_facts(rng, max(0, round(lines * 0.72) - len(slots)), used, people)
 
@@ -208,8 +218,9 @@ def generate(
             text, until = _transient(rng, day)
             if unseen_phrasings and rng.random() < 0.3:
                 soon = day + timedelta(days=rng.randint(3, 40))
-                template = rng.choice(UNSEEN_TRANSIENT)
-                until = day + timedelta(days=7) if "this week" in template else soon
+                template = rng.choice(FRESH_TRANSIENT if fresh else UNSEEN_TRANSIENT)
+                weeks = 1 if "this week" in template else 2 if "next week" in template else 0
+                until = day + timedelta(days=7 * weeks) if weeks else soon
                 text = (
                     template.replace("{date}", _day(rng, soon)).replace("{person}", rng.choice(NAMES)).replace("{city}", rng.choice(CITIES))
                 )
