@@ -35,7 +35,20 @@ from datetime import date, timedelta
 
 from tarsd.memory import facts
 from tarsd.memory.lines import MemoryLine
-from tarsd.memory.review_words import DURABLE, EVENT, LIFE_EVENT, UNTIL_DAY, WEEKDAYS, Names, Reading, read, transient_days
+from tarsd.memory.review_words import (
+    DURABLE,
+    EVENT,
+    LIFE_EVENT,
+    SOMEONE,
+    UNTIL_DAY,
+    WEEKDAYS,
+    Names,
+    Reading,
+    about_people,
+    one_typo,
+    read,
+    transient_days,
+)
 
 DUPLICATE, SUPERSEDE, EXPIRED, BUDGET = "duplicate", "supersede", "expired", "budget"
 REMOVING = (DUPLICATE, SUPERSEDE, EXPIRED)
@@ -100,7 +113,7 @@ def written_after(line: MemoryLine, context: Context) -> date | None:
 
 def readings(lines: Sequence[MemoryLine]) -> list[Reading]:
     names = Names([line.text for line in lines])
-    return [read(line.text, names) for line in lines]
+    return about_people([read(line.text, names) for line in lines])
 
 
 # ---- pairs worth comparing ----
@@ -139,16 +152,8 @@ def candidate_pairs(readings: Sequence[Reading], context: Context) -> set[tuple[
 
 
 def _typo_equal(a: str, b: str) -> bool:
-    """Two words a typo apart (one letter dropped, added, changed or two swapped), both 5 letters or more."""
-    if a == b:
-        return True
-    if min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        diff = [k for k in range(len(a)) if a[k] != b[k]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    return any(long[:k] + long[k + 1 :] == short for k in range(len(long)))
+    """Two words a typo apart (review_words.one_typo), both 5 letters or more."""
+    return a == b or (min(len(a), len(b)) >= 5 and one_typo(a, b))
 
 
 def _same_words(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -172,7 +177,7 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
 
 def _about_the_same(a: Reading, b: Reading) -> bool:
     """The same thing of the same person: the same predicate, or (with none) mostly the same words."""
-    if a.subject != b.subject:
+    if a.subject != b.subject or a.subject == SOMEONE:
         return False
     if a.cues and b.cues:
         return bool(a.cues & b.cues)
@@ -181,6 +186,47 @@ def _about_the_same(a: Reading, b: Reading) -> bool:
     if a.subject and not a.words and not b.words:
         return True  # "GP is Dr Rossi", "New GP: Dr Byrne"
     return _overlap(a.words, b.words) >= WORD_OVERLAP
+
+
+def _one_attribute(a: Reading, b: Reading) -> bool:
+    """For an update, more than "about the same": one attribute, named alike. The same predicates
+    (not just one in common, though one line may name more of them); without a predicate, or with only "is a" ("Usual coffee is a cortado"),
+    the attribute is the words and both lines must name it ("Now a physiotherapist" names none)."""
+    if not (a.cues <= b.cues or b.cues <= a.cues) or a.named_by != b.named_by:
+        return False  # one may name it more fully ("Phone number of Harvey", "Harvey has a new number")
+    if a.cues - {"kind"} and b.cues - {"kind"}:
+        return True
+    if a.subject and not a.words and not b.words:
+        return True  # "GP is Dr Rossi", "New GP: Dr Byrne": the subject is the attribute
+    return bool(a.words) and bool(b.words)
+
+
+# Predicates of personal facts that hold one value at a time: one city lived in, one employer, one
+# manager, one partner, one phone, one birthday, one age, one weight, one number of children, one
+# team, one weekly distance, one diet. What someone avoids is a list ("allergic to peanuts", "to
+# shellfish"); what they drink, like, want, play, use is a list unless the line names the attribute
+# ("Coffee order: cortado") or gives an amount ("Pays €1,200 rent a month").
+SINGLE_VALUED = frozenset(
+    {"live", "employer", "role", "manager", "partner", "phone", "number", "birthday", "age", "weight", "kids", "team", "run", "diet"}
+)
+MULTI_VALUED = frozenset({"avoid"})
+
+
+def single_valued(a: Reading, b: Reading, kinds: set[str]) -> bool:
+    """Whether the attribute two lines give values of holds one value at a time, so a new value
+    replaces the old one. By its predicate; else by the line's form: "Label: value" and "Attribute is
+    value" name one attribute with one value ("Gym locker: 14", "Rent is €900"); a verb phrase
+    relates the subject to things, any number of them ("Wants to visit Osaka again", "Likes jazz",
+    "No peanuts for Jude"), unless its value is an amount, a time, a day or a number ("Pays €1,200
+    rent a month", "Uses locker 14 at the gym", "Bins go out on Monday"). When unsure: not."""
+    cues = a.cues | b.cues
+    if cues & MULTI_VALUED:
+        return False
+    if cues and cues <= SINGLE_VALUED:
+        return True
+    if a.form != "verb" and b.form != "verb":
+        return True
+    return "word" not in kinds
 
 
 def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
@@ -208,7 +254,19 @@ def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
         return None
     if _timed(a) or _timed(b) or LIFE_EVENT.search(a.plain) or LIFE_EVENT.search(b.plain):
         return None  # events, passing states and life events are not values of one thing ("away until 6 January")
+    if not _one_attribute(a, b) or _slots(a_values - b_values, a.value_words, b.value_words) != 1:
+        return None
+    if _slots(b_values - a_values, b.value_words, a.value_words) != 1:
+        return None  # two things differ ("No peanuts for Jude", "No shellfish for Ben"): not one value that changed
+    if not single_valued(a, b, {_kind_of(v) for v in only_a | only_b}):
+        return None
     return SUPERSEDE
+
+
+def _slots(values: frozenset[str], value_words: frozenset[str], other_words: frozenset[str]) -> int:
+    """How many values a line says that the other does not: each name, number, time or date one,
+    and the words of a job or kind ("product manager") one together."""
+    return len(values) + bool(_unmatched(value_words, other_words))
 
 
 def _unmatched(a: frozenset[str], b: frozenset[str]) -> set[str]:
