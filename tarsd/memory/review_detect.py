@@ -203,13 +203,13 @@ def _one_attribute(a: Reading, b: Reading) -> bool:
 
 # Predicates of personal facts that hold one value at a time: one city lived in, one employer, one
 # manager, one partner, one phone, one birthday, one age, one weight, one number of children, one
-# team, one weekly distance, one diet. What someone avoids is a list ("allergic to peanuts", "to
+# team, one weekly distance, one diet. What someone is allergic to is a list ("allergic to peanuts", "to
 # shellfish"); what they drink, like, want, play, use is a list unless the line names the attribute
 # ("Coffee order: cortado") or gives an amount ("Pays €1,200 rent a month").
 SINGLE_VALUED = frozenset(
     {"live", "employer", "role", "manager", "partner", "phone", "number", "birthday", "age", "weight", "kids", "team", "run", "diet"}
 )
-MULTI_VALUED = frozenset({"avoid"})
+MULTI_VALUED = frozenset({"allergy"})
 
 
 def single_valued(a: Reading, b: Reading, kinds: set[str]) -> bool:

@@ -148,7 +148,6 @@ _CUE_WORDS = {
     "settl": "live",
     "employ": "employer",
     "employer": "employer",
-    "compani": "employer",
     "firm": "employer",
     "becam": "role",
     "becom": "role",
@@ -180,12 +179,12 @@ _CUE_WORDS = {
     "diet": "diet",
     "partner": "partner",
     "marri": "partner",
-    "allerg": "avoid",
-    "allergi": "avoid",
-    "intoler": "avoid",
+    "allerg": "allergy",
+    "allergi": "allergy",
+    "intoler": "allergy",
 }
 _CANNOT = frozenset({"can't", "can’t", "cannot", "mustn't", "won't", "doesn't", "don't"})
-_TAKE = frozenset({"have", "eat", "drink", "take", "stand", "touch"})
+_TAKE = frozenset({"have", "eat", "drink", "stand", "touch"})
 _CUE_WITH = {
     ("work", "at"): "employer",
     ("work", "for"): "employer",
@@ -372,7 +371,7 @@ def read(text: str, names: Names) -> Reading:
     cue_roots: dict[str, str] = {}  # cue -> the word that gave it
     words: list[str] = []
     value_words: set[str] = set()
-    change = past = avoiding = False
+    change = past = cannot = False
     after_copula = False
     relation_at: list[int] = []  # where a word for a person around the user stands ("sister", "(uncle)")
     named_at: list[tuple[int, int, str]] = []  # each name in a value place: first token, token after it, the name
@@ -398,8 +397,8 @@ def read(text: str, names: Names) -> Reading:
                 cues.add("age")  # "Rafael is seven"
             continue
         if low in _CANNOT and following in _TAKE:
-            cues.add("avoid")  # "can't have peanuts" says what "is allergic to peanuts" says
-            avoiding = True
+            cues.add("allergy")  # "can't have peanuts" says what "is allergic to peanuts" says
+            cannot = True
             index += 1
             continue
         bare = low.split("'")[0].split("’")[0]
@@ -495,7 +494,7 @@ def read(text: str, names: Names) -> Reading:
         value_words=frozenset(value_words),
         change=change or any(w in ("moved", "joined", "became", "relocated", "switched") for w in lowered),
         past=past,
-        negated=fact.negated and not avoiding,
+        negated=fact.negated and not cannot,
         dates=dates,
         label=label,
         related=bool(relation_at),
@@ -541,8 +540,8 @@ TRANSIENT = [
 ]
 # Something that happens on a day: with a date that has passed, the line is over.
 EVENT = re.compile(
-    r"\b(appointment|appt|flight|flying|party|booked|booking|arriv\w*|deliver\w*|due|deadline|meeting|haircut|trip|visit\w*|exam|"
-    r"interview|away|until|till|conference|concert|gig|dinner|lunch|service|check-?up|reservation|match|wedding|launch|"
+    r"\b(appointment|appt|flight|flying|party|booked|booking|arriv\w*|deliver\w*|due|deadline|meeting|haircut|trip|visit\w*|"
+    r"interview|away|until|till|conference|concert|gig|lunch|service|check-?up|reservation|match|wedding|launch|"
     r"on call|ticket\w*|checkout|check-?in)\b",
     re.I,
 )
