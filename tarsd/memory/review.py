@@ -61,6 +61,9 @@ KINDS = (DUPLICATE, SUPERSEDE, EXPIRED, BUDGET, MISSING)
 _ORDER = {DUPLICATE: 0, EXPIRED: 1, SUPERSEDE: 2}
 MAX_FACT_CHARS = 300  # a durable fact from a session log is a line, not a paragraph
 NEIGHBOUR_BLOCK = 256  # rows of the cosine product at a time: memory stays small at any file size
+# After a change to Memory.md, the review notes its lines once the file has been quiet this long (a line
+# cut and pasted meanwhile keeps its dates anyway: review_store.MISSING_GRACE).
+OBSERVE_SETTLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +98,14 @@ class Decided:
 
 
 class MemoryReview:
-    def __init__(self, files: MemoryFiles, store: Store, config: MemoryConfig, vectors=None):
+    def __init__(
+        self, files: MemoryFiles, store: Store, config: MemoryConfig, vectors=None, settle_seconds: float = OBSERVE_SETTLE_SECONDS
+    ):
         self.files = files
+        self.settle_seconds = settle_seconds
+        self._timer: threading.Timer | None = None
+        self._timer_lock = threading.Lock()
+        self._closed = False
         self.config = config
         self.vectors = vectors
         self.store = ReviewStore(store)
@@ -116,9 +125,38 @@ class MemoryReview:
         return [line for line in self.files.lines("semantic") if len(line.raw) <= facts.LONG_LINE_CHARS]
 
     def observe(self, lines: Sequence[MemoryLine] | None = None) -> None:
-        """Note the day each line was first seen (a line without a stamp has no other date)."""
-        lines = self.lines() if lines is None else lines
-        self.store.observe(line_key(line.text) for line in lines)
+        """Note the day each line was first seen (a line without a stamp has no other date). An empty
+        or missing Memory.md teaches nothing (a sync tool putting it back, an editor mid-save) and
+        makes no line look missing."""
+        with self._lock:
+            lines = self.lines() if lines is None else lines
+            if lines:
+                self.store.observe(line_key(line.text) for line in lines)
+
+    def noticed(self) -> None:
+        """Memory.md changed (a watcher event): look at it once it has been quiet OBSERVE_SETTLE_SECONDS,
+        so every line gets its first-seen date whether or not a review runs, and a look never lands
+        in the middle of an edit (a line cut and not yet pasted)."""
+        with self._timer_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._closed:
+                return
+            self._timer = threading.Timer(self.settle_seconds, self._look)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _look(self) -> None:
+        try:
+            self.observe()
+        except Exception:  # a look is a help, never a failure
+            log.exception("memory review: could not note the lines of Memory.md")
+
+    def close(self) -> None:
+        with self._timer_lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
 
     def run(
         self, source: str = "", found: Sequence[SessionFact] = (), sessions_until: float | None = None, notes: Sequence[str] = ()

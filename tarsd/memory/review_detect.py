@@ -64,6 +64,9 @@ GRACE_DAYS = 0
 # A date without a year is the first such day from this long before the line was written.
 DATE_LOOKBACK_DAYS = 14
 WORD_OVERLAP = 0.5
+# A day of the year (no year said) this far ahead of the day a line was written may be a plan; further
+# ahead it may as well be a yearly date.
+PLAN_AHEAD_DAYS = 92
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,6 +479,11 @@ def expired(line: MemoryLine, reading: Reading, context: Context) -> str:
         return ""
     if wrote is None:
         return ""
+    if reading.dates and reading.form == "verb":
+        if day := _planned(reading, wrote):
+            if day < today:
+                return f"a plan for {day.isoformat()}, written {wrote.isoformat()}"
+            return ""
     if until := UNTIL_DAY.search(text):
         weekday = WEEKDAYS.index(until.group(1).lower())
         end = wrote + timedelta(days=(weekday - wrote.weekday()) % 7 or 7)
@@ -486,6 +494,28 @@ def expired(line: MemoryLine, reading: Reading, context: Context) -> str:
     if days is not None and wrote + timedelta(days=days + GRACE_DAYS) < today:
         return f"a passing state, written {wrote.isoformat()}"
     return ""
+
+
+def _planned(reading: Reading, wrote: date) -> date | None:
+    """The last day a line plans for, when each date it names lay ahead of the day it was written
+    ("Train to Osaka on 24 November", written on the 6th): a plan, over once its day has passed, in
+    whatever words it is written. A date that had passed when the line was written is a record
+    ("Started at Acme on 3 March 2025"), and a day of the year ahead by more than a season may be a
+    yearly date ("Name day: 12 June" is a label, never a plan; a line saying it recurs is durable):
+    neither is a plan. ``wrote`` is the last day the line can have been written, so a date is taken
+    to lie ahead only when it lies ahead of that."""
+    days = []
+    for mention in reading.dates:
+        if mention.year is not None:
+            day = mention.on(mention.year)
+            if day is None or day < wrote:
+                return None
+        else:
+            day = _next_on(mention, wrote)
+            if day is None or day > wrote + timedelta(days=PLAN_AHEAD_DAYS):
+                return None
+        days.append(day)
+    return max(days) if days else None
 
 
 def _next_on(mention, start: date) -> date | None:

@@ -229,6 +229,7 @@ _NUMBER_WORDS = {
     for number, word in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split())
 }
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*|[:()]")
+_LETTERS = re.compile(r"[^\W\d_]+")
 # The subject of a line about a person the review cannot name ("my father imoegn relocated to kyoto"):
 # never the same as any other line's, so such a line is never taken for the same fact as another.
 SOMEONE = "?"
@@ -468,6 +469,10 @@ def read(text: str, names: Names) -> Reading:
     elif "role" in cues and subject:  # "Lorcan: team lead by trade": all but the cue is what they are
         value_words |= set(words) | {cue_roots[c] for c in cues if c != "role" and c in cue_roots}
         cues, words = {"role"}, []
+    if any(value.startswith("tel") for value in values):
+        # A phone number can only be a phone number: the value says what the line is about, in any words
+        # ("Call Nils on 088 659 2858", "Nils got a new number, 087 278 4116").
+        cues = (cues - {"number"}) | {"phone"}
     if "team" in words and cues <= {"employer", "live"}:
         cues, words = {"team"}, [w for w in words if w != "team"]  # "Joined the Billing team", "Team: Mobile"
     if not subject and relation_at:
@@ -500,7 +505,7 @@ def read(text: str, names: Names) -> Reading:
         related=bool(relation_at),
         named_by=frozenset(value for at, value in placed if at < boundary and value in values),
         form="label" if label else "copula" if any(low in _COPULA for low in lowered) else "verb",
-        plain=" ".join(names.fix(word) for word in text.lower().split()),
+        plain=_LETTERS.sub(lambda m: names.fix(m.group(0)), text.lower()),
     )
 
 

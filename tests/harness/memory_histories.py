@@ -84,6 +84,7 @@ class History:
     sessions: dict[str, str]  # vault path -> text of a session log
     missing: list[tuple[str, int, str]] = field(default_factory=list)  # (log path, 1-based line, durable fact not in Memory.md)
     injections: list[tuple[str, int]] = field(default_factory=list)  # (log path, line) holding an order to a model
+    written: list[date] = field(default_factory=list)  # each day a line was written into Memory.md (a day the file changed)
 
     def counts(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -171,7 +172,10 @@ def generate(
     target_transients = round(110 * scale)
     transient_rate = target_transients / days
 
+    written: list[date] = []
+
     def write(text: str, section: str, slot: str, version: int, day: date, until: date | None = None) -> Line:
+        written.append(day)
         by = rng.choices(("hand", "tars", "model"), weights=(5, 4, 1))[0]
         line = Line(_surface(rng, text, typo_rate) + _stamp(day, by, rng), section, slot, version, day, until, by)
         memory.add(line)
@@ -234,7 +238,7 @@ def generate(
 
     final = memory.lines()
     truth, groups = _truth(final, current, end)
-    return History(seed, start, end, memory.render(), final, truth, groups, snapshots, sessions, missing, injections)
+    return History(seed, start, end, memory.render(), final, truth, groups, snapshots, sessions, missing, injections, sorted(set(written)))
 
 
 def _truth(lines: list[Line], current: dict[str, tuple[int, object]], end: date) -> tuple[list[str], list[str]]:

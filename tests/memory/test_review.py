@@ -291,3 +291,52 @@ def test_two_machines_changes_of_one_number_are_both_recorded_in_a_synced_note(w
     assert theirs.change.id == ours.change.id == 1 and theirs.history == ours.history
     note = (vault / ours.history).read_text(encoding="utf-8")
     assert note.count("· change 1") == 2 and "Flight to Lisbon" in note and "Works at Acme" in note
+
+
+def test_every_change_to_memory_md_dates_its_new_lines_without_a_review(world):
+    """A line without a stamp has no date but when tars first saw it: tars looks at Memory.md after
+    each change (once it is quiet), not only when a review runs, so a first review of a file tars has
+    watched for a year knows when each line appeared."""
+    from harness.daemon import wait_for
+    from tarsd.memory.review_store import line_key
+
+    vault, files, store, _ = world
+    review = MemoryReview(files, store, MemoryConfig(), None, settle_seconds=0.05)
+    try:
+        memory(vault, "# Core\n- Lives in Dublin\n")
+        review.noticed()
+        seen = wait_for(lambda: review.store.seen().get(line_key("Lives in Dublin")), "the first look")
+        assert seen[1] is None  # the first look: written by then, no earlier bound
+        memory(vault, "# Core\n- Lives in Dublin\n- On call this week\n")
+        review.noticed()
+        later = wait_for(lambda: review.store.seen().get(line_key("On call this week")), "the second look")
+        assert later[1] == seen[0]  # written after the look that did not find it
+        assert review.store.seen()[line_key("Lives in Dublin")] == seen  # an old line keeps its dates
+        memory(vault, "")  # an empty file (a sync tool, an editor mid-save) teaches nothing, forgets nothing
+        review.observe()
+        assert set(review.store.seen()) == {line_key("Lives in Dublin"), line_key("On call this week")}
+        assert json.loads(review.store._meta("memory_review_missing") or "{}") == {}
+    finally:
+        review.close()
+
+
+def test_a_line_moved_by_hand_keeps_its_dates_and_one_written_again_is_new(tmp_path):
+    """Cut and pasted (missing at a look, back within the hour), a line keeps its dates: taken for new
+    it would look newer than lines it is older than. Back after longer, it is a line written again."""
+    from tarsd.memory.review_store import MISSING_GRACE
+
+    store = Store(tmp_path / "index.sqlite3")
+    try:
+        seen = ReviewStore(store)
+        seen.observe(["a", "b"], now=1000.0)
+        seen.observe(["b"], now=1060.0)  # "a" cut ...
+        seen.observe(["a", "b"], now=1120.0)  # ... and pasted
+        assert seen.seen()["a"] == (1000.0, None)
+        seen.observe(["b"], now=2000.0)  # "a" deleted
+        seen.observe(["b"], now=2000.0 + MISSING_GRACE + 1)
+        assert "a" not in seen.seen()
+        seen.observe(["a", "b"], now=9000.0)  # typed again: new since the look before
+        assert seen.seen()["a"] == (9000.0, 2000.0 + MISSING_GRACE + 1)
+        assert seen.seen()["b"] == (1000.0, None)
+    finally:
+        store.close()
