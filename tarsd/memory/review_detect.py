@@ -193,11 +193,11 @@ def _about_the_same(a: Reading, b: Reading) -> bool:
 
 def _one_attribute(a: Reading, b: Reading) -> bool:
     """For an update, more than "about the same": one attribute, named alike. The same predicates
-    (not just one in common, though one line may name more of them); without a predicate, or with only "is a" ("Usual coffee is a cortado"),
+    (not just one in common); without a predicate, or with only "is a" ("Usual coffee is a cortado"),
     the attribute is the words and both lines must name it ("Now a physiotherapist" names none)."""
-    if not (a.cues <= b.cues or b.cues <= a.cues) or a.named_by != b.named_by:
-        return False  # one may name it more fully ("Phone number of Harvey", "Harvey has a new number")
-    if a.cues - {"kind"} and b.cues - {"kind"}:
+    if a.cues != b.cues or a.named_by != b.named_by:
+        return False  # "Anna's home number" is not "Anna's work number" ("home" says more of it)
+    if a.cues - {"kind"}:
         return True
     if a.subject and not a.words and not b.words:
         return True  # "GP is Dr Rossi", "New GP: Dr Byrne": the subject is the attribute

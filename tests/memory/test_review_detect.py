@@ -95,6 +95,29 @@ def test_an_update_of_one_value_is_still_proposed(older, newer):
     assert found.get(SUPERSEDE) == [(older, newer)], found
 
 
+def test_a_phone_number_says_what_a_line_is_about_in_any_words():
+    found = findings("Call Nils on 088 659 2858" + stamp("2026-01-05"), "Nils got a new number, 087 278 4116" + stamp("2026-06-01"))
+    assert found.get(SUPERSEDE) == [("Call Nils on 088 659 2858", "Nils got a new number, 087 278 4116")]
+    two = findings("Anna's work number: 087 111 2222" + stamp("2026-01-05"), "Anna's home number: 086 333 4444" + stamp("2026-06-01"))
+    assert SUPERSEDE not in two  # two numbers, each named: both hold
+
+
+# ---- a plan is over once its day has passed, however it is worded ----
+
+
+def test_a_plan_expires_once_its_day_has_passed_in_any_words():
+    found = findings(
+        "Train to Osaka on 24 November",  # a day ahead of the day the line was written: a plan
+        "Paying the tax bill by 2026-12-14" + stamp("2026-11-26"),
+        "Started at Acme on 3 March 2025" + stamp("2026-01-05"),  # past when written: a record
+        "Name day: 12 June" + stamp("2026-06-01"),  # a label of a day: a yearly date
+        "Celebrates the name day on 12 June" + stamp("2026-01-05"),  # more than a season ahead: maybe yearly
+        "Visits Nora every year on 3 May" + stamp("2026-04-20"),  # says it recurs
+        first_seen={"Train to Osaka on 24 November": date(2026, 11, 6)},
+    )
+    assert sorted(line for line, _ in found.get(EXPIRED, [])) == ["Paying the tax bill by 2026-12-14", "Train to Osaka on 24 November"]
+
+
 # ---- measured on generated histories: no removal of a line the truth keeps ----
 
 
