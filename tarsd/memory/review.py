@@ -49,6 +49,7 @@ from tarsd.memory.review_detect import (
     find_budget,
     review_lines,
 )
+from tarsd.memory.review_git import git_dates
 from tarsd.memory.review_store import APPLIED, GONE, PENDING, Change, NewProposal, Proposal, ReviewStore, line_key
 from tarsd.memory.text import fact_text
 from tarsd.store.database import Store
@@ -166,13 +167,8 @@ class MemoryReview:
         with self._lock:
             lines = self.lines()
             self.observe(lines)
-            seen = self.store.seen()
-            context = Context(
-                date.today(),
-                lambda line: _day(seen.get(line_key(line.text), (None, None))[0]),
-                *self._cosines(lines),
-                absent=lambda line: _day(seen.get(line_key(line.text), (None, None))[1]),
-            )
+            written_by, written_after = self.dates(lines)
+            context = Context(date.today(), written_by, *self._cosines(lines), absent=written_after)
             findings = review_lines(lines, context) + find_budget(lines, self.config.prompt_lines, self.config.core_section)
             candidates = [self._from_finding(f, lines) for f in findings]
             candidates += self._from_sessions(found, lines)
@@ -207,6 +203,25 @@ class MemoryReview:
             return ReviewResult(
                 review_id, new, self._fresh_waiting(self.store.waiting()), said, list(notes), len(lines), cap, len(candidates) - len(fresh)
             )
+
+    def dates(self, lines: Sequence[MemoryLine]) -> tuple[Callable[[MemoryLine], float | None], Callable[[MemoryLine], float | None]]:
+        """When each line without a stamp was written, as two moments (in the file by, not in it yet):
+        from the review's own looks (review_store.observe), and from git when the vault is kept in
+        git (review_git.py). The tighter of each; moments that disagree (in the file before it was
+        written) are both dropped: a wrong date is worse than none."""
+        seen = self.store.seen()
+        git = git_dates(self.files.vault, self.config.semantic_file) if any(line.stamp is None for line in lines) else {}
+        bounds: dict[int, tuple[float | None, float | None]] = {}
+        for line in lines:
+            looked = seen.get(line_key(line.text), (None, None))
+            committed = git.get(line.index, (None, None))
+            by = [t for t in (looked[0], committed[0]) if t is not None]
+            after = [t for t in (looked[1], committed[1]) if t is not None]
+            latest, earliest = (min(by) if by else None), (max(after) if after else None)
+            if latest is not None and earliest is not None and earliest >= latest:
+                latest = earliest = None
+            bounds[line.index] = (latest, earliest)
+        return (lambda line: bounds.get(line.index, (None, None))[0]), (lambda line: bounds.get(line.index, (None, None))[1])
 
     def cap(self, lines: int) -> int:
         """Lines one review may propose to remove: the configured share of the file, at least one."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 
 from tarsd.memory import facts
 from tarsd.memory.lines import MemoryLine
@@ -81,16 +81,17 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What the checks know beside the lines: today; for a line without a stamp, the day a review
-    first saw it (it was written by then) and the day of the look before, which did not find it (it
-    was written after; None when the first look found it); the cosine between two lines and each
-    line's nearest lines, when the vectors are loaded."""
+    """What the checks know beside the lines: today; for a line without a stamp, a moment (unix time)
+    it was in the file by (the first look that found it, or the commit that brought it: it was
+    written by then) and one it was not in the file yet (the look, or commit, before: it was written
+    after; None when nothing says); the cosine between two lines and each line's nearest lines, when
+    the vectors are loaded."""
 
     today: date
-    first_seen: Callable[[MemoryLine], date | None] = lambda _line: None
+    first_seen: Callable[[MemoryLine], float | None] = lambda _line: None
     cosine: Callable[[int, int], float | None] | None = None
     neighbours: Callable[[int], Sequence[int]] | None = None
-    absent: Callable[[MemoryLine], date | None] = lambda _line: None
+    absent: Callable[[MemoryLine], float | None] = lambda _line: None
 
 
 def _stamped(line: MemoryLine) -> date | None:
@@ -102,16 +103,29 @@ def _stamped(line: MemoryLine) -> date | None:
     return None
 
 
+def _start_of(day: date) -> float:
+    return datetime.combine(day, time.min).timestamp()
+
+
 def written(line: MemoryLine, context: Context) -> date | None:
-    """The last day a line can have been written: its stamp, else the day a review first saw it."""
+    """The last day a line can have been written: its stamp, else the day it was first in the file."""
     stamped = _stamped(line)
-    return stamped if stamped is not None else context.first_seen(line)
+    if stamped is not None:
+        return stamped
+    seen = context.first_seen(line)
+    return None if seen is None else date.fromtimestamp(seen)
 
 
-def written_after(line: MemoryLine, context: Context) -> date | None:
-    """The first day a line can have been written: its stamp, else the day of the look that missed it."""
+def _latest(line: MemoryLine, context: Context) -> float | None:
+    """The moment a line was written by: the end of its stamp's day, else the first moment it was seen."""
     stamped = _stamped(line)
-    return stamped if stamped is not None else context.absent(line)
+    return _start_of(stamped + timedelta(days=1)) if stamped is not None else context.first_seen(line)
+
+
+def _earliest(line: MemoryLine, context: Context) -> float | None:
+    """The moment a line was not written yet: the start of its stamp's day, else the last moment it was missing."""
+    stamped = _stamped(line)
+    return _start_of(stamped) if stamped is not None else context.absent(line)
 
 
 def readings(lines: Sequence[MemoryLine]) -> list[Reading]:
@@ -354,10 +368,10 @@ def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], c
 
 
 def _certainly_before(a: MemoryLine, b: MemoryLine, context: Context) -> bool:
-    """``a`` was written before ``b``: the first day ``b`` can have been written comes after the
-    last day ``a`` can have been."""
-    latest_a, earliest_b = written(a, context), written_after(b, context)
-    return latest_a is not None and earliest_b is not None and earliest_b > latest_a
+    """``a`` was written before ``b``: ``b`` was not in the file yet at a moment ``a`` was (a look, or
+    a commit, found ``a`` and not ``b``), or on a day after the day ``a`` was stamped."""
+    latest_a, earliest_b = _latest(a, context), _earliest(b, context)
+    return latest_a is not None and earliest_b is not None and earliest_b >= latest_a
 
 
 def _lists(rs: Sequence[Reading]) -> set[tuple]:

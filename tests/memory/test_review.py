@@ -340,3 +340,37 @@ def test_a_line_moved_by_hand_keeps_its_dates_and_one_written_again_is_new(tmp_p
         assert seen.seen()["b"] == (1000.0, None)
     finally:
         store.close()
+
+
+def test_a_first_review_of_a_vault_kept_in_git_dates_the_users_lines_by_their_commits(world):
+    """A file tars never watched being written: its own lines have no stamp and no look dates them,
+    but git does (the commit that brought each line, and the commit before, which did not hold it).
+    The same file without git: nothing can be told, nothing is proposed."""
+    import os
+    import shutil
+    import subprocess
+    import time
+
+    git = shutil.which("git") or pytest.skip("git is not installed: the review then takes no dates from git")
+    vault, _, _, make = world
+    old = "# Core\n- Gym locker: 14\n- On call this week\n" + FILLER
+    new = "# Core\n- Gym locker: 16\n- Gym locker: 14\n- On call this week\n" + FILLER  # the new value above: order says nothing
+    memory(vault, new)
+    first = make().run("terminal")
+    assert first.new == []  # no stamp, no look before: no date, no proposal
+
+    def commit(text: str, days_ago: int) -> None:
+        memory(vault, text)
+        when = f"{int(time.time()) - days_ago * 86400} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+        for args in (["add", "Memory.md"], ["-c", "user.name=me", "-c", "user.email=me@example.org", "commit", "-q", "-m", "notes"]):
+            subprocess.run([git, "-C", str(vault), *args], check=True, env=env, capture_output=True)
+
+    subprocess.run([git, "init", "-q", str(vault)], check=True, capture_output=True)
+    commit(old, 200)
+    commit(new, 30)
+    assert (vault / "Memory.md").read_text() == new
+    second = make().run("terminal")
+    assert kinds(second.new) == {"supersede": ["Gym locker: 14"], "expired": ["On call this week"]}
+    [update] = [p for p in second.new if p.kind == "supersede"]
+    assert update.body["keep"]["text"] == "Gym locker: 16"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import re
-from datetime import date
+from datetime import date, datetime, time
 
 import pytest
 
@@ -22,7 +22,7 @@ TODAY = date(2026, 12, 31)
 def findings(*lines: str, today: date = TODAY, first_seen=None) -> dict[str, list[tuple[str, str]]]:
     """What the checks propose for these lines: per kind, (the line removed, the line kept)."""
     parsed = memory_lines("# Memory\n" + "".join(f"- {line}\n" for line in lines))
-    seen = first_seen or {}
+    seen = {text: datetime.combine(day, time(12)).timestamp() for text, day in (first_seen or {}).items()}
     context = Context(today, lambda line: seen.get(line.text))
     found: dict[str, list[tuple[str, str]]] = {}
     for f in review_lines(parsed, context):
@@ -127,7 +127,7 @@ def wrong_removals(seed: int, unseen: bool) -> list[str]:
     seen = {}
     for day, text in history.snapshots:  # a review each Sunday
         for line in memory_lines(text):
-            seen.setdefault(facts.key(line.text), day)
+            seen.setdefault(facts.key(line.text), datetime.combine(day, time(23)).timestamp())
     found = review_lines(lines, Context(history.end, lambda line: seen.get(facts.key(line.text))))
     removed = {f.line for f in found if f.kind in (DUPLICATE, SUPERSEDE, EXPIRED)}
     lost = []
