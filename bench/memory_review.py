@@ -107,7 +107,7 @@ def first_seen_watched(history: History, lines: list) -> dict[str, tuple[float, 
     return seen
 
 
-def first_seen_git(history: History) -> dict[int, tuple[float, float | None]]:
+def first_seen_git(history: History) -> dict[int, tuple[float, float | None, str]]:
     """A vault kept in git, Memory.md committed each Sunday evening (and at the year's end), read by
     the review as it reads a real vault (tarsd/memory/review_git.py): line -> (in the file by, not yet)."""
     import shutil

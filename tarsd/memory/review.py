@@ -214,7 +214,9 @@ class MemoryReview:
         bounds: dict[int, tuple[float | None, float | None]] = {}
         for line in lines:
             looked = seen.get(line_key(line.text), (None, None))
-            committed = git.get(line.index, (None, None))
+            committed = git.get(line.index, (None, None, ""))
+            if committed[2] != line.raw:
+                committed = (None, None, "")  # saved since git read it: another line stands there
             by = [t for t in (looked[0], committed[0]) if t is not None]
             after = [t for t in (looked[1], committed[1]) if t is not None]
             latest, earliest = (min(by) if by else None), (max(after) if after else None)

@@ -25,11 +25,14 @@ _UNCOMMITTED = "0" * 40
 _SAFE = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 
 
-def git_dates(vault: Path, rel: str, timeout: float = GIT_SECONDS) -> dict[int, tuple[float, float | None]]:
+def git_dates(vault: Path, rel: str, timeout: float = GIT_SECONDS) -> dict[int, tuple[float, float | None, str]]:
     """For each line of ``rel`` (0-based) that git knows: (written by, written after: None when the
-    commit that brought it is the file's first). Empty when the vault is not in git, or git cannot say."""
+    commit that brought it is the file's first, the line's text as git read it: a caller checks it is
+    the line it read, the file may have been saved in between). Empty when the vault is not in git,
+    or git cannot say; a Memory.md that is a link is not asked about (git knows the link, not its lines)."""
     git = shutil.which("git")
-    if git is None or not (vault / rel).is_file():
+    path = vault / rel
+    if git is None or path.is_symlink() or not path.is_file():
         return {}
     try:
         inside = _git(git, vault, ["rev-parse", "--is-inside-work-tree"], timeout)
@@ -47,13 +50,13 @@ def git_dates(vault: Path, rel: str, timeout: float = GIT_SECONDS) -> dict[int, 
         log.info("memory review: no dates from git for %s: %s", rel, exc)
         return {}
     order = sorted(times.values())
-    found: dict[int, tuple[float, float | None]] = {}
-    for sha, line in _blamed(blame):
+    found: dict[int, tuple[float, float | None, str]] = {}
+    for sha, line, text in _blamed(blame):
         if sha == _UNCOMMITTED or sha not in times:
             continue
         committed = times[sha]
         before = [t for t in order if t < committed]
-        found[line] = (committed, before[-1] if before else None)
+        found[line] = (committed, before[-1] if before else None, text.removesuffix("\r"))
     return found
 
 
@@ -79,16 +82,13 @@ def _environment() -> dict[str, str]:
 
 
 def _blamed(porcelain: str):
-    """(commit, 0-based line in the file now) of each line of ``git blame --line-porcelain``."""
-    expect_header = True
-    for row in porcelain.splitlines():
-        if expect_header:
-            parts = row.split()
-            if len(parts) >= 3 and len(parts[0]) == 40:
-                try:
-                    yield parts[0], int(parts[2]) - 1
-                except ValueError:
-                    pass
-                expect_header = False
+    """(commit, 0-based line in the file now, its text) of each line of ``git blame --line-porcelain``."""
+    header: tuple[str, int] | None = None
+    for row in porcelain.split("\n"):
+        if header is None:
+            parts = row.split(" ")
+            if len(parts) >= 3 and len(parts[0]) == 40 and parts[2].isdigit():
+                header = (parts[0], int(parts[2]) - 1)
         elif row.startswith("\t"):  # the line's text ends its entry
-            expect_header = True
+            yield header[0], header[1], row[1:]
+            header = None

@@ -374,3 +374,40 @@ def test_a_first_review_of_a_vault_kept_in_git_dates_the_users_lines_by_their_co
     assert kinds(second.new) == {"supersede": ["Gym locker: 14"], "expired": ["On call this week"]}
     [update] = [p for p in second.new if p.kind == "supersede"]
     assert update.body["keep"]["text"] == "Gym locker: 16"
+
+
+def test_dates_from_git_run_nothing_the_repository_configures_and_skip_lines_saved_since(world, tmp_path):
+    """The vault's git configuration is the vault's: a text conversion or a file-system monitor in it
+    is never run by the review. A line not committed has no date from git; a Memory.md that is a
+    link is not asked about."""
+    import shutil
+    import subprocess
+
+    from tarsd.memory.review_git import git_dates
+
+    git = shutil.which("git") or pytest.skip("git is not installed: the review then takes no dates from git")
+    vault, _, _, make = world
+    ran = tmp_path / "ran"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    hook.chmod(0o755)
+    subprocess.run([git, "init", "-q", str(vault)], check=True, capture_output=True)
+    memory(vault, "# Core\n- Gym locker: 14\n")
+    (vault / ".gitattributes").write_text("Memory.md diff=evil\n")
+    subprocess.run([git, "-C", str(vault), "add", "Memory.md", ".gitattributes"], check=True, capture_output=True)
+    who = ["-c", "user.name=me", "-c", "user.email=me@example.org"]
+    subprocess.run([git, "-C", str(vault), *who, "commit", "-q", "-m", "one"], check=True, capture_output=True)
+    for key, value in (("diff.evil.textconv", str(hook)), ("core.fsmonitor", str(hook)), ("core.hooksPath", str(tmp_path))):
+        subprocess.run([git, "-C", str(vault), "config", key, value], check=True)
+    for name in ("post-checkout", "post-commit", "pre-commit", "reference-transaction"):
+        (tmp_path / name).write_text(hook.read_text())
+        (tmp_path / name).chmod(0o755)
+    memory(vault, "# Core\n- Gym locker: 16\n- Gym locker: 14\n")  # saved, not committed
+    dates = git_dates(vault, "Memory.md")
+    assert 1 not in dates and dates[2][2] == "- Gym locker: 14"  # the line committed, where it stands now; the new one undated
+    make().run("terminal")
+    assert not ran.exists()
+    (vault / "Elsewhere.md").write_text("- Gym locker: 14\n")
+    (vault / "Memory.md").unlink()
+    (vault / "Memory.md").symlink_to(vault / "Elsewhere.md")
+    assert git_dates(vault, "Memory.md") == {}
