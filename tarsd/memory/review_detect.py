@@ -8,11 +8,10 @@ other, lines whose time has passed, and a file past its budget. Each finds *find
   words ("Anna lives in Cork", "Anna (sister) is based in Cork"), or one saying all the other says
   and more. One line of each group is kept: the user's own before one tars wrote, before one the
   model noted; then the first in the file.
-- **Updates**: two lines about the same thing of the same person with another value ("Gym locker:
-  14", "New gym locker: 16"): the older is superseded by the newer. Newer is the one written (its
-  stamp) or first seen by a review after the other could have been written; without such dates,
-  the one saying it changed ("moved to", "now") if it is also the later in the file; else the pair
-  is left alone.
+- **Updates**: two lines giving two values of one attribute of one person, an attribute that holds
+  one value at a time ("Gym locker: 14", "New gym locker: 16"), with one value changed: the older
+  is superseded by the newer. Newer is the one not yet in the file at a moment the other was (a
+  stamp's day, tarsd's looks at the file, git's commits); without such dates the pair is left alone.
 - **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), or
   holding words of a passing state ("on call this week", "currently reading Dune", "until Friday")
   written long enough ago. When it was written is its stamp's date, else the day the review first
@@ -351,19 +350,15 @@ def _rank(line: MemoryLine) -> tuple[int, int]:
 
 
 def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> int | None:
-    """Of two lines with two values of one thing, the newer; None when it cannot be told. A stamp's
-    date is when a line was written; the day a review first saw a line only says it was written by
-    then, and the look before that missed it, that it was written after. So dates decide where
-    they must: a line written (or first seen) after the other could have been written is the newer.
-    Without that, the line saying it changed ("moved to", "now", "new") is the newer only if it is
-    also the later in the file; else nothing is proposed (two changes within a week, say, or a file
-    no review has looked at before: which came last is a guess, and a wrong one removes the truth)."""
+    """Of two lines with two values of one thing, the newer; None when it cannot be told. Only dates
+    tell: a stamp's day, the looks that found a line and missed it, the commits that brought it. A
+    line in the file at a moment the other was not yet is the older. Without such dates nothing is
+    proposed, whatever the lines say: "Moved to Berlin" below "Lives in Dublin" reads as the newer,
+    but the Dublin line may be one edited in place since (a move back), and which came last is then a
+    guess whose wrong side removes the truth."""
     ci, cj = _certainly_before(lines[i], lines[j], context), _certainly_before(lines[j], lines[i], context)
     if ci != cj:
         return j if ci else i
-    if rs[i].change != rs[j].change:
-        changed, other = (i, j) if rs[i].change else (j, i)
-        return changed if lines[changed].index > lines[other].index else None
     return None
 
 

@@ -389,6 +389,8 @@ def read(text: str, names: Names) -> Reading:
         if any(c.isdigit() for c in token) or low in _NUMBER_WORDS:
             values.add(_NUMBER_WORDS.get(low, low))
             placed.append((index - 1, _NUMBER_WORDS.get(low, low)))
+            if token[:1].isalpha():  # "Ann2": a name with a number in it, which a word for a person may name
+                named_at.append((index - 1, index, low))
             if (
                 subject
                 and previous in _COPULA

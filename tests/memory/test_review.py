@@ -19,7 +19,7 @@ from tarsd.store.database import Store
 MEMORY = (
     "# Memory\n\n"
     "## Core\n"
-    "- Lives in Dublin\n"
+    "- Lives in Dublin <!-- tars:2026-01-02 -->\n"
     "- Works at Acme <!-- tars:2026-01-02 chat:cli by:model -->\n"
     "- Moved to Berlin <!-- tars:2026-06-01 -->\n"
     "- I work at Acme\n"
@@ -63,7 +63,7 @@ def test_a_review_proposes_and_changes_nothing(world):
     assert kinds(result.new) == {
         "duplicate": ["Works at Acme"],  # the model's line goes, the user's stays
         "expired": ["Flight to Lisbon on 2020-03-14"],
-        "supersede": ["Lives in Dublin"],  # no date for it: "moved to" is the newer
+        "supersede": ["Lives in Dublin"],  # its stamp is months before Berlin's
     }
     assert (vault / "Memory.md").read_bytes() == before
     assert not (vault / "Memory history").exists()

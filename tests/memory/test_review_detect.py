@@ -19,11 +19,13 @@ from tarsd.memory.review_detect import DUPLICATE, EXPIRED, SUPERSEDE, Context, r
 TODAY = date(2026, 12, 31)
 
 
-def findings(*lines: str, today: date = TODAY, first_seen=None) -> dict[str, list[tuple[str, str]]]:
-    """What the checks propose for these lines: per kind, (the line removed, the line kept)."""
+def findings(*lines: str, today: date = TODAY, first_seen=None, absent=None) -> dict[str, list[tuple[str, str]]]:
+    """What the checks propose for these lines: per kind, (the line removed, the line kept). A line
+    ``first_seen`` on a day was in the file at noon that day; one ``absent`` on a day was not yet."""
     parsed = memory_lines("# Memory\n" + "".join(f"- {line}\n" for line in lines))
     seen = {text: datetime.combine(day, time(12)).timestamp() for text, day in (first_seen or {}).items()}
-    context = Context(today, lambda line: seen.get(line.text))
+    missing = {text: datetime.combine(day, time(12)).timestamp() for text, day in (absent or {}).items()}
+    context = Context(today, lambda line: seen.get(line.text), absent=lambda line: missing.get(line.text))
     found: dict[str, list[tuple[str, str]]] = {}
     for f in review_lines(parsed, context):
         found.setdefault(f.kind, []).append((parsed[f.line].text, parsed[f.keep].text if f.keep >= 0 else ""))
@@ -93,6 +95,18 @@ def test_an_update_of_one_value_is_still_proposed(older, newer):
     """The other side: the checks still see a value that changed."""
     found = findings(older + stamp("2026-01-05"), newer + stamp("2026-06-01"))
     assert found.get(SUPERSEDE) == [(older, newer)], found
+
+
+def test_without_dates_the_newer_of_two_values_is_not_guessed_from_the_words_or_the_place():
+    """ "Moved to Berlin" below "Lives in Dublin" reads as the newer, but the Dublin line may have been
+    edited in place since: only dates say which came last."""
+    undated = findings("Lives in Dublin", "Moved to Berlin" + stamp("2026-06-01"))
+    assert SUPERSEDE not in undated
+    dated = findings("Lives in Dublin", "Moved to Berlin" + stamp("2026-06-01"), first_seen={"Lives in Dublin": date(2026, 1, 5)})
+    assert dated[SUPERSEDE] == [("Lives in Dublin", "Moved to Berlin")]
+    later = {"first_seen": {"Lives in Dublin": date(2026, 9, 1)}, "absent": {"Lives in Dublin": date(2026, 8, 25)}}
+    edited = findings("Lives in Dublin", "Moved to Berlin" + stamp("2026-06-01"), **later)
+    assert edited[SUPERSEDE] == [("Moved to Berlin", "Lives in Dublin")]  # written after Berlin: the newer, wherever it stands
 
 
 def test_a_phone_number_says_what_a_line_is_about_in_any_words():
