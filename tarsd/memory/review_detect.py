@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
-from tarsd.memory import facts
+from tarsd.memory import facts, review_words
 from tarsd.memory.lines import MemoryLine
 from tarsd.memory.review_words import (
     DURABLE,
@@ -413,7 +413,13 @@ def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Cont
     members: dict[int, list[int]] = defaultdict(list)
     for k in range(len(lines)):
         members[root(k)].append(k)
-    kept = {g: min(ks, key=lambda k: _rank(lines[k])) for g, ks in members.items()}
+
+    def keeper(ks: list[int]) -> int:
+        """The line a group keeps: the user's own before one tars wrote before one the model noted; of
+        those, the one that says what most of the others say (they may be removed), then the first."""
+        return min(ks, key=lambda k: (_rank(lines[k])[0], -sum(covers(rs[k], rs[m]) for m in ks), lines[k].index))
+
+    kept = {g: keeper(ks) if len(ks) > 1 else ks[0] for g, ks in members.items()}
     newer_of: dict[int, set[int]] = defaultdict(set)
     for older, newer in updates:
         if root(older) != root(newer):
@@ -442,9 +448,29 @@ def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Cont
                 found.append(Finding(SUPERSEDE, k, keep, _supersede_why(lines[k], lines[keep], rs[k], rs[keep])))
             continue
         for k in sorted(ks):
-            if k != kept[g]:
+            if k != kept[g] and covers(rs[kept[g]], rs[k]):
                 found.append(Finding(DUPLICATE, k, kept[g], _duplicate_why(lines[k], lines[kept[g]])))
     return found
+
+
+# Words that say how the others relate, not what: "allergic to peanuts" says no more than "can't have peanuts".
+FUNCTION_WORDS = frozenset(review_words.PREPOSITIONS | review_words.COPULA | {"a", "an", "the"})
+
+
+def covers(kept: Reading, other: Reading) -> bool:
+    """Whether the line kept says all ``other`` says, so removing ``other`` loses nothing: the judge
+    ``remember`` uses calls them the same fact, or every word, value and predicate of ``other`` is in
+    the kept line (typos aside). Lines said to be one fact each in other words ("Daily standup is at
+    11:15", "Team standup: 11:15 every morning"), or joined through a third line, may each say
+    something the kept line does not: those stay. A duplicate is a line whose removal changes nothing
+    of what the file says."""
+    if facts.same_fact(kept.fact, other.fact):
+        return True
+    if kept.subject != other.subject or not other.cues <= kept.cues:
+        return False
+    kept_values, other_values = _years_aside(kept.values, other.values)
+    words = _unmatched(other.words - FUNCTION_WORDS, kept.words)
+    return other_values <= kept_values and not words and not _unmatched(other.value_words, kept.value_words)
 
 
 def _supersede_why(old: MemoryLine, new: MemoryLine, ro: Reading, rn: Reading) -> str:

@@ -64,6 +64,9 @@ _UNITS = [
     (re.compile(r"\b(\d+(?:\.\d+)?)\s?(?:mins?|minutes?)\b", re.I), "min"),
     (re.compile(r"\b(\d+(?:\.\d+)?)\s?(?:hrs?|hours?)\b", re.I), "h"),
 ]
+# An age: "nine years old" is "nine" ("Cosmo is nine").
+_AGE_NUMBER = "|".join("one two three four five six seven eight nine ten eleven twelve".split())
+_AGE = re.compile(rf"\b(\d{{1,3}}|{_AGE_NUMBER})\s+years?\s+old\b", re.I)
 _MONEY = [
     re.compile(r"(?:€|\beur\s?)\s?(\d[\d,]*(?:\.\d\d)?)", re.I),
     re.compile(r"\b(\d[\d,]*(?:\.\d\d)?)\s?(?:€|euros?\b|eur\b)", re.I),
@@ -108,6 +111,7 @@ def normalise(text: str) -> tuple[str, tuple[DateMention, ...]]:
     for pattern, unit in _UNITS:
         text = pattern.sub(lambda m, u=unit: m.group(1) + u, text)
     text = _PHONE.sub(_phone, text)
+    text = _AGE.sub(lambda m: m.group(1), text)
     return text, tuple(mentions)
 
 
@@ -208,7 +212,7 @@ _CUE_WITH = {
 CHANGE_WORDS = frozenset("now new newly switch switched chang changed becam upgrad got up down went today anymore longer since".split())
 PAST_WORDS = frozenset("used formerly previously former ex once originally".split())
 # The copula and an article make "is a nurse", "is now a teacher" a statement of what someone is.
-_COPULA = frozenset("is are am was be".split())
+COPULA = _COPULA = frozenset("is are am was be".split())
 _ARTICLES = frozenset("a an".split())
 # Value positions: a name after these is what a line says, not whom it is about.
 _VALUE_BEFORE = frozenset(
@@ -222,7 +226,7 @@ KNOWN_WORDS = (
     "lives living relocated moved works working employed employer joined started retrained promoted became parent "
     "children allergic allergy birthday number phone married graduated anniversary"
 ).split()
-_PREPOSITIONS = frozenset("at for with as in to of back into on by".split())
+PREPOSITIONS = _PREPOSITIONS = frozenset("at for with as in to of back into on by".split())
 _BASE_VERBS = frozenset({"live", "work"})  # a verb without its -s: its subject is plural, never the user's own line
 _NUMBER_WORDS = {
     word: str(number)

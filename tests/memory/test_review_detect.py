@@ -109,6 +109,25 @@ def test_without_dates_the_newer_of_two_values_is_not_guessed_from_the_words_or_
     assert edited[SUPERSEDE] == [("Moved to Berlin", "Lives in Dublin")]  # written after Berlin: the newer, wherever it stands
 
 
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ("Anna lives in Cork", "Anna lives in Cork with her dog"),
+        ("Anna lives in Cork with her dog", "Anna lives in Cork"),  # whichever comes first
+        ("Daily standup is at 11:15", "Team standup: 11:15 every morning"),  # each says something the other does not
+    ],
+)
+def test_a_duplicate_is_a_line_whose_removal_loses_nothing(lines):
+    """Of two lines saying one fact, the one removed says nothing the one kept does not."""
+    found = findings(*lines)
+    for removed, kept in found.get(DUPLICATE, []):
+        assert len(removed) <= len(kept) and "dog" not in removed.replace(kept, ""), (removed, kept)
+    if "standup" in lines[0]:
+        assert DUPLICATE not in found
+    else:
+        assert found[DUPLICATE] == [("Anna lives in Cork", "Anna lives in Cork with her dog")]
+
+
 def test_a_phone_number_says_what_a_line_is_about_in_any_words():
     found = findings("Call Nils on 088 659 2858" + stamp("2026-01-05"), "Nils got a new number, 087 278 4116" + stamp("2026-06-01"))
     assert found.get(SUPERSEDE) == [("Call Nils on 088 659 2858", "Nils got a new number, 087 278 4116")]
