@@ -128,6 +128,16 @@ def test_a_duplicate_is_a_line_whose_removal_loses_nothing(lines):
         assert found[DUPLICATE] == [("Anna lives in Cork", "Anna lives in Cork with her dog")]
 
 
+def test_what_the_user_has_may_be_a_person_the_file_knows():
+    """ "Manager is Jude" says who the user's manager is, even when Jude is someone the file knows."""
+    found = findings("Jude (mother) lives in Cork", "Manager is Jude" + stamp("2026-01-05"), "New manager: Ben" + stamp("2026-06-01"))
+    assert found.get(SUPERSEDE) == [("Manager is Jude", "New manager: Ben")]
+
+
+def test_an_age_in_years_is_the_age():
+    assert findings("Cosmo is nine years old", "Cosmo is nine").get(DUPLICATE) == [("Cosmo is nine", "Cosmo is nine years old")]
+
+
 def test_a_phone_number_says_what_a_line_is_about_in_any_words():
     found = findings("Call Nils on 088 659 2858" + stamp("2026-01-05"), "Nils got a new number, 087 278 4116" + stamp("2026-06-01"))
     assert found.get(SUPERSEDE) == [("Call Nils on 088 659 2858", "Nils got a new number, 087 278 4116")]
