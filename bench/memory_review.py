@@ -46,7 +46,7 @@ THIRD_HELD_OUT_SEEDS = tuple(range(301, 311))
 # platform team", "On the Platform team", the third set's first review).
 FOURTH_HELD_OUT_SEEDS = tuple(range(401, 411))
 # Issue 45's second round (removals made safe by structure, the checks made to read wording they were
-# not tuned on, a first review given the dates the file and the vault hold): fixed on 2026-11-28 before
+# not tuned on, a first review given the dates the file and the vault hold): fixed on 2026-11-27 before
 # anything was changed, with a second set of held-out phrasings (FRESH_* in
 # tests/harness/memory_phrasings.py) written then too; run once, at the end (``quality --final``). The
 # four sets above, and the UNSEEN_* phrasings, had all been seen by then.

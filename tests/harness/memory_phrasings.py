@@ -571,7 +571,7 @@ UNSEEN_TRANSIENT = [
 ]
 
 
-# A second set of held-out phrasings, written on 2026-11-28 before the checks were changed for issue 45's
+# A second set of held-out phrasings, written on 2026-11-27 before the checks were changed for issue 45's
 # second round and never run (nor read against the checks' errors) until its final measurement: the
 # UNSEEN_* set above had been looked at by then, so it no longer says how the checks do on wording
 # nobody tuned them on. ``generate(..., unseen_phrasings="fresh")``.
