@@ -4,6 +4,8 @@ an approved line with the fake model.
 
     python bench/memory_review.py quality            # held-out seeds (and the tuning seeds, marked)
     python bench/memory_review.py quality --vectors  # the same with the line vectors of the local model
+    python bench/memory_review.py quality --final    # the fifth held-out set: run once, at the end of a round
+    python bench/memory_review.py quality --seeds 1 2 3 [--unseen | --fresh | --first first|watched|git] [--verbose]
     python bench/memory_review.py speed              # a model-free review of a 1,000-line Memory.md: time, memory
     python bench/memory_review.py path               # a real tarsd, the fake model: session log -> proposal -> approved line
     python bench/memory_review.py all
@@ -12,7 +14,10 @@ The histories come from tests/harness/memory_histories.py (a year of one user's 
 truth of what it should say at the end). The seeds were fixed before any tuning, and only the
 tuning seeds were looked at while the checks were tuned; the held-out seeds were run once the
 checks were settled. A third set runs the held-out seeds with phrasings added to the generator
-(UNSEEN_SAY, UNSEEN_CHANGE, UNSEEN_TRANSIENT in tests/harness/memory_phrasings.py) that the checks were never tuned on either.
+(UNSEEN_SAY, UNSEEN_CHANGE, UNSEEN_TRANSIENT in tests/harness/memory_phrasings.py) that the checks were never tuned on either;
+a fourth (FRESH_*) was written before the second round changed the checks and run only with --final.
+A first review is measured three ways: of a file tarsd never saw (stamps alone date its lines), of one
+tarsd watched all year (it notes each line as it appears), and of one never seen in a vault kept in git.
 """
 
 from __future__ import annotations

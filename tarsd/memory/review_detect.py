@@ -5,17 +5,20 @@ other, lines whose time has passed, and a file past its budget. Each finds *find
 - **Duplicates**: two lines that say the same fact. The judge ``remember`` uses (facts.compare,
   with the line vectors when they are loaded) on the lines with units, times and dates written
   one way; and two lines about the same thing of the same person saying the same of it in other
-  words ("Anna lives in Cork", "Anna (sister) is based in Cork"), or one saying all the other says
-  and more. One line of each group is kept: the user's own before one tars wrote, before one the
-  model noted; then the first in the file.
+  words ("Anna lives in Cork", "Anna (sister) is based in Cork"). One line of each group is kept:
+  the user's own before one tars wrote, before one the model noted; then the one saying what most
+  of the others say; then the first in the file. A line is removed only when the line kept says all
+  it says (``covers``): one saying more is never removed for one saying less.
 - **Updates**: two lines giving two values of one attribute of one person, an attribute that holds
   one value at a time ("Gym locker: 14", "New gym locker: 16"), with one value changed: the older
   is superseded by the newer. Newer is the one not yet in the file at a moment the other was (a
   stamp's day, tarsd's looks at the file, git's commits); without such dates the pair is left alone.
-- **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), or
-  holding words of a passing state ("on call this week", "currently reading Dune", "until Friday")
-  written long enough ago. When it was written is its stamp's date, else the day the review first
-  saw it (review_store.py keeps that); a line the review has never seen before is given no age.
+- **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), a
+  plan whose day has passed (a day ahead of the day the line was written: "Train to Osaka on 24
+  November"), or holding words of a passing state ("on call this week", "currently reading Dune",
+  "until Friday") written long enough ago. When it was written is its stamp's date, else when it was
+  first in the file (tarsd's looks, review_store.py; or git, review_git.py); a line nothing dates is
+  given no age.
 - **Budget**: the part of the file in every prompt (the whole file up to [memory] prompt_lines)
   is past its budget: the largest sections but the core are proposed to move to a note of their
   own, linked from where they stood.
