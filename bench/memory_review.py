@@ -4,6 +4,8 @@ an approved line with the fake model.
 
     python bench/memory_review.py quality            # held-out seeds (and the tuning seeds, marked)
     python bench/memory_review.py quality --vectors  # the same with the line vectors of the local model
+    python bench/memory_review.py quality --final    # the fifth held-out set: run once, at the end of a round
+    python bench/memory_review.py quality --seeds 1 2 3 [--unseen | --fresh | --first first|watched|git] [--verbose]
     python bench/memory_review.py speed              # a model-free review of a 1,000-line Memory.md: time, memory
     python bench/memory_review.py path               # a real tarsd, the fake model: session log -> proposal -> approved line
     python bench/memory_review.py all
@@ -12,7 +14,10 @@ The histories come from tests/harness/memory_histories.py (a year of one user's 
 truth of what it should say at the end). The seeds were fixed before any tuning, and only the
 tuning seeds were looked at while the checks were tuned; the held-out seeds were run once the
 checks were settled. A third set runs the held-out seeds with phrasings added to the generator
-(UNSEEN_SAY, UNSEEN_CHANGE, UNSEEN_TRANSIENT in tests/harness/memory_phrasings.py) that the checks were never tuned on either.
+(UNSEEN_SAY, UNSEEN_CHANGE, UNSEEN_TRANSIENT in tests/harness/memory_phrasings.py) that the checks were never tuned on either;
+a fourth (FRESH_*) was written before the second round changed the checks and run only with --final.
+A first review is measured three ways: of a file tarsd never saw (stamps alone date its lines), of one
+tarsd watched all year (it notes each line as it appears), and of one never seen in a vault kept in git.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,6 +50,12 @@ THIRD_HELD_OUT_SEEDS = tuple(range(301, 311))
 # passing state was no longer taken for the same fact as a standing one ("This week: on call for the
 # platform team", "On the Platform team", the third set's first review).
 FOURTH_HELD_OUT_SEEDS = tuple(range(401, 411))
+# Issue 45's second round (removals made safe by structure, the checks made to read wording they were
+# not tuned on, a first review given the dates the file and the vault hold): fixed on 2026-11-27 before
+# anything was changed, with a second set of held-out phrasings (FRESH_* in
+# tests/harness/memory_phrasings.py) written then too; run once, at the end (``quality --final``). The
+# four sets above, and the UNSEEN_* phrasings, had all been seen by then.
+FIFTH_HELD_OUT_SEEDS = tuple(range(501, 511))
 LINES = 1000
 TARGETS = {"duplicate": (0.95, 0.95), "supersede": (0.9, 0.85), "expired": (0.9, 0.9)}  # (precision, recall)
 TRUTH_OF = {"duplicate": DUPLICATE, "supersede": SUPERSEDED, "expired": EXPIRED}
@@ -63,30 +75,91 @@ class Score:
         self.found += other.found
 
 
-def first_seen(history: History) -> dict[str, tuple[object, object]]:
+def look_at(day) -> float:
+    """The moment of a look on ``day``: its evening, after the day's writes (the generator's day)."""
+    from datetime import datetime, time
+
+    return datetime.combine(day, time(23, 0)).timestamp()
+
+
+def first_seen(history: History) -> dict[str, tuple[float, float | None]]:
     """When a review run each Sunday would have first seen each line (by its text's key), and the
     Sunday before, which did not find it (None for the lines the first Sunday found)."""
     from tarsd.memory import facts
     from tarsd.memory.lines import memory_lines
 
-    seen: dict[str, tuple[object, object]] = {}
+    seen: dict[str, tuple[float, float | None]] = {}
     before = None
     for day, text in history.snapshots:
         for line in memory_lines(text):
-            seen.setdefault(facts.key(line.text), (day, before))
-        before = day
+            seen.setdefault(facts.key(line.text), (look_at(day), before))
+        before = look_at(day)
     return seen
 
 
-def findings_for(history: History, vectors=None, first_review: bool = False) -> tuple[list, list]:
-    """The checks' findings on the history's final Memory.md, and its lines. ``first_review``: no
-    review ever looked before (a line without a stamp has no date at all), else one every Sunday."""
+def first_seen_watched(history: History, lines: list) -> dict[str, tuple[float, float | None]]:
+    """When tarsd, running all year, noted each line: it looks at Memory.md after each change (once the
+    file is quiet), so a line is first seen the day it was written, and the look before is the day
+    of the change before."""
+    from tarsd.memory import facts
+
+    seen: dict[str, tuple[float, float | None]] = {}
+    for line, known in zip(lines, history.lines, strict=True):
+        key = facts.key(line.text)
+        if key not in seen or look_at(known.added) < seen[key][0]:
+            before = [day for day in history.written if day < known.added]
+            seen[key] = (look_at(known.added), look_at(before[-1]) if before else None)
+    return seen
+
+
+def first_seen_git(history: History) -> dict[int, tuple[float, float | None, str]]:
+    """A vault kept in git, Memory.md committed each Sunday evening (and at the year's end), read by
+    the review as it reads a real vault (tarsd/memory/review_git.py): line -> (in the file by, not yet)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from tarsd.memory.review_git import git_dates
+
+    root = Path(tempfile.mkdtemp(prefix="memory-review-git-"))
+    try:
+        subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
+        commits = [(look_at(day), text) for day, text in history.snapshots]
+        commits.append((look_at(history.end - timedelta(days=1)), history.text))
+        for when, text in commits:
+            (root / "Memory.md").write_text(text, encoding="utf-8")
+            env = {**os.environ, "GIT_AUTHOR_DATE": f"{int(when)} +0000", "GIT_COMMITTER_DATE": f"{int(when)} +0000"}
+            subprocess.run(["git", "-C", str(root), "add", "Memory.md"], check=True, env=env, capture_output=True)
+            who = ["-c", "user.name=bench", "-c", "user.email=bench@example.org"]
+            commit = ["git", "-C", str(root), *who, "commit", "-q", "--allow-empty", "-m", "."]
+            subprocess.run(commit, check=True, env=env, capture_output=True)
+        return git_dates(root, "Memory.md", timeout=120)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def findings_for(history: History, vectors=None, first_review: bool | str = False) -> tuple[list, list]:
+    """The checks' findings on the history's final Memory.md, and its lines. ``first_review``: True,
+    no look before (a line without a stamp has no date at all: a file tarsd never saw); "watched":
+    no review before, but tarsd noted each change all year; False: a review every Sunday."""
     from tarsd.memory import facts
     from tarsd.memory.lines import memory_lines
     from tarsd.memory.review_detect import Context, review_lines
 
     lines = [line for line in memory_lines(history.text) if line.raw.startswith("- ")]
-    seen = first_seen(history) if not first_review else {}
+    if first_review == "git":
+        committed = first_seen_git(history)
+        context = Context(
+            history.end,
+            lambda line: committed.get(line.index, (None, None))[0],
+            *(vectors(lines) if vectors is not None else (None, None)),
+            absent=lambda line: committed.get(line.index, (None, None))[1],
+        )
+        return review_lines(lines, context), lines
+    if first_review == "watched":
+        seen = first_seen_watched(history, lines)
+    else:
+        seen = first_seen(history) if not first_review else {}
     cosine = neighbours = None
     if vectors is not None:
         cosine, neighbours = vectors(lines)
@@ -164,17 +237,29 @@ def quality(args) -> None:
         ("third held-out, with unseen phrasings", THIRD_HELD_OUT_SEEDS, True),
         ("fourth held-out", FOURTH_HELD_OUT_SEEDS, False),
         ("fourth held-out, with unseen phrasings", FOURTH_HELD_OUT_SEEDS, True),
-        ("fourth held-out, a first review (no look before)", FOURTH_HELD_OUT_SEEDS, "first"),
+        ("fourth held-out, a first review of a file tarsd never saw", FOURTH_HELD_OUT_SEEDS, "first"),
+        ("fourth held-out, a first review, tarsd noting each change all year", FOURTH_HELD_OUT_SEEDS, "watched"),
+        ("fourth held-out, a first review of a file tarsd never saw, in git (a commit each Sunday)", FOURTH_HELD_OUT_SEEDS, "git"),
     ]
+    if args.final:
+        sets = [
+            ("fifth held-out", FIFTH_HELD_OUT_SEEDS, False),
+            ("fifth held-out, with the UNSEEN_* phrasings", FIFTH_HELD_OUT_SEEDS, True),
+            ("fifth held-out, with the FRESH_* phrasings", FIFTH_HELD_OUT_SEEDS, "fresh"),
+            ("fifth held-out, a first review of a file tarsd never saw", FIFTH_HELD_OUT_SEEDS, "first"),
+            ("fifth held-out, a first review, tarsd noting each change all year", FIFTH_HELD_OUT_SEEDS, "watched"),
+            ("fifth held-out, a first review of a file tarsd never saw, in git (a commit each Sunday)", FIFTH_HELD_OUT_SEEDS, "git"),
+        ]
     if args.seeds is not None:
-        sets = [("given", tuple(args.seeds), args.unseen)]
+        sets = [("given", tuple(args.seeds), "fresh" if args.fresh else args.first or args.unseen)]
     for name, seeds, unseen in sets:
         total = {kind: Score() for kind in TARGETS}
         lost_all: list[str] = []
         lines_seen = 0
         for seed in seeds:
-            history = generate(seed, LINES, unseen_phrasings=unseen is True)
-            findings, lines = findings_for(history, vectors, first_review=unseen == "first")
+            history = generate(seed, LINES, unseen_phrasings=unseen if unseen in (True, "fresh") else False)
+            first_review = {"first": True, "watched": "watched", "git": "git"}.get(unseen, False)
+            findings, lines = findings_for(history, vectors, first_review=first_review)
             scores, lost = score(history, findings, lines)
             lines_seen += len(lines)
             for kind in TARGETS:
@@ -405,6 +490,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="*", help="these seeds only (tuning)")
     parser.add_argument("--verbose", action="store_true", help="print each wrong and missed line (tuning seeds only)")
     parser.add_argument("--unseen", action="store_true", help="with --seeds: also the phrasings the checks were not tuned on")
+    parser.add_argument("--fresh", action="store_true", help="with --seeds: the second set of held-out phrasings (FRESH_*)")
+    parser.add_argument("--first", choices=("first", "watched", "git"), help="with --seeds: a first review (never seen, watched, in git)")
+    parser.add_argument("--final", action="store_true", help="quality: the fifth held-out set, run once at the end of a round")
     parser.add_argument("--runs", type=int, default=3, help="speed: reviews one after the other (the first is the cold one)")
     args = parser.parse_args()
     if args.what in ("quality", "all"):

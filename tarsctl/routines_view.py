@@ -189,7 +189,25 @@ def routine_line(routine: RoutineInfo, timezone: str, now: float, width: int = 0
     ]
     if routine.by == "model":
         parts.append("by:model")
+    if routine.review:
+        parts.append(f"runs: {built_in_run(routine.review, short=True)}")
     return "  ".join(parts).rstrip()
+
+
+# A routine whose run is built in (RoutineInfo.review) has no prompt: what it runs instead, for people.
+BUILT_IN_RUNS = {
+    "memory": (
+        "the memory review",
+        "the memory review: proposes changes to Memory.md, changes nothing until you approve them (tarsctl memory proposals)",
+    ),
+}
+
+
+def built_in_run(review: str, short: bool = False) -> str:
+    known = BUILT_IN_RUNS.get(review)
+    if known is None:
+        return f"the built-in review {shown_text(review)!r}"
+    return known[0] if short else known[1]
 
 
 def _next(routine: RoutineInfo, timezone: str, now: float) -> str:
@@ -253,10 +271,13 @@ def print_routine_whole(reply: RoutinesReply, name: str, out=sys.stdout) -> int:
         rows.append(("note", shown_text(routine.note + (f" under {routine.heading}" if routine.heading else ""))))
     for label, value in rows:
         print(f"{label:<10} {value}", file=out)
-    body = routine.text if routine.kind == "reminder" else routine.prompt
-    print("text" if routine.kind == "reminder" else "prompt", file=out)
-    for line in shown_text(body, keep_newlines=True).splitlines() or [""]:
-        print(f"  {line}", file=out)
+    if routine.review:
+        print(f"{'review':<10} {built_in_run(routine.review)}", file=out)
+    else:
+        body = routine.text if routine.kind == "reminder" else routine.prompt
+        print("text" if routine.kind == "reminder" else "prompt", file=out)
+        for line in shown_text(body, keep_newlines=True).splitlines() or [""]:
+            print(f"  {line}", file=out)
     runs = routine.runs or ([routine.last_run] if routine.last_run is not None else [])
     print("runs" if runs else "runs       none yet", file=out)
     for run in runs:

@@ -134,6 +134,8 @@ class Assistant:
         """A watcher event (any thread): memory files are checked for lines lost in a write race."""
         if rel in (self.config.memory.semantic_file, self.config.memory.procedural_file):
             self.memory.changed(rel)
+            if rel == self.config.memory.semantic_file:
+                self.memory_review.noticed()  # when each line appeared: the review's dates for lines without a stamp
             if not self._warming.locked():
                 threading.Thread(target=self.warm_memory_vectors, name="memory-warm", daemon=True).start()
 
@@ -493,6 +495,7 @@ class Assistant:
             self.memory_review.recover()
         except Exception as exc:  # a vault gone, a full disk: never a reason not to start
             log.warning("could not finish the memory review's interrupted approvals: %s; they are finished at the next start", _why(exc))
+        self.memory_review.noticed()  # lines written while tarsd was stopped: noted as new since its last look
 
     def warnings(self) -> list[str]:
         found = []
@@ -548,6 +551,7 @@ class Assistant:
         return [{"line": line.text, "file": rel, "noted": line.stamp.describe()} for _, _, rel, line in found]
 
     def close(self) -> None:
+        self.memory_review.close()
         self.memory.guard.stop()
         self.vectors.close()
 

@@ -49,6 +49,7 @@ from tarsd.memory.review_detect import (
     find_budget,
     review_lines,
 )
+from tarsd.memory.review_git import git_dates
 from tarsd.memory.review_store import APPLIED, GONE, PENDING, Change, NewProposal, Proposal, ReviewStore, line_key
 from tarsd.memory.text import fact_text
 from tarsd.store.database import Store
@@ -61,6 +62,9 @@ KINDS = (DUPLICATE, SUPERSEDE, EXPIRED, BUDGET, MISSING)
 _ORDER = {DUPLICATE: 0, EXPIRED: 1, SUPERSEDE: 2}
 MAX_FACT_CHARS = 300  # a durable fact from a session log is a line, not a paragraph
 NEIGHBOUR_BLOCK = 256  # rows of the cosine product at a time: memory stays small at any file size
+# After a change to Memory.md, the review notes its lines once the file has been quiet this long (a line
+# cut and pasted meanwhile keeps its dates anyway: review_store.MISSING_GRACE).
+OBSERVE_SETTLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +99,14 @@ class Decided:
 
 
 class MemoryReview:
-    def __init__(self, files: MemoryFiles, store: Store, config: MemoryConfig, vectors=None):
+    def __init__(
+        self, files: MemoryFiles, store: Store, config: MemoryConfig, vectors=None, settle_seconds: float = OBSERVE_SETTLE_SECONDS
+    ):
         self.files = files
+        self.settle_seconds = settle_seconds
+        self._timer: threading.Timer | None = None
+        self._timer_lock = threading.Lock()
+        self._closed = False
         self.config = config
         self.vectors = vectors
         self.store = ReviewStore(store)
@@ -116,9 +126,38 @@ class MemoryReview:
         return [line for line in self.files.lines("semantic") if len(line.raw) <= facts.LONG_LINE_CHARS]
 
     def observe(self, lines: Sequence[MemoryLine] | None = None) -> None:
-        """Note the day each line was first seen (a line without a stamp has no other date)."""
-        lines = self.lines() if lines is None else lines
-        self.store.observe(line_key(line.text) for line in lines)
+        """Note the day each line was first seen (a line without a stamp has no other date). An empty
+        or missing Memory.md teaches nothing (a sync tool putting it back, an editor mid-save) and
+        makes no line look missing."""
+        with self._lock:
+            lines = self.lines() if lines is None else lines
+            if lines:
+                self.store.observe(line_key(line.text) for line in lines)
+
+    def noticed(self) -> None:
+        """Memory.md changed (a watcher event): look at it once it has been quiet OBSERVE_SETTLE_SECONDS,
+        so every line gets its first-seen date whether or not a review runs, and a look never lands
+        in the middle of an edit (a line cut and not yet pasted)."""
+        with self._timer_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._closed:
+                return
+            self._timer = threading.Timer(self.settle_seconds, self._look)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _look(self) -> None:
+        try:
+            self.observe()
+        except Exception:  # a look is a help, never a failure
+            log.exception("memory review: could not note the lines of Memory.md")
+
+    def close(self) -> None:
+        with self._timer_lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
 
     def run(
         self, source: str = "", found: Sequence[SessionFact] = (), sessions_until: float | None = None, notes: Sequence[str] = ()
@@ -128,13 +167,8 @@ class MemoryReview:
         with self._lock:
             lines = self.lines()
             self.observe(lines)
-            seen = self.store.seen()
-            context = Context(
-                date.today(),
-                lambda line: _day(seen.get(line_key(line.text), (None, None))[0]),
-                *self._cosines(lines),
-                absent=lambda line: _day(seen.get(line_key(line.text), (None, None))[1]),
-            )
+            written_by, written_after = self.dates(lines)
+            context = Context(date.today(), written_by, *self._cosines(lines), absent=written_after)
             findings = review_lines(lines, context) + find_budget(lines, self.config.prompt_lines, self.config.core_section)
             candidates = [self._from_finding(f, lines) for f in findings]
             candidates += self._from_sessions(found, lines)
@@ -169,6 +203,27 @@ class MemoryReview:
             return ReviewResult(
                 review_id, new, self._fresh_waiting(self.store.waiting()), said, list(notes), len(lines), cap, len(candidates) - len(fresh)
             )
+
+    def dates(self, lines: Sequence[MemoryLine]) -> tuple[Callable[[MemoryLine], float | None], Callable[[MemoryLine], float | None]]:
+        """When each line without a stamp was written, as two moments (in the file by, not in it yet):
+        from the review's own looks (review_store.observe), and from git when the vault is kept in
+        git (review_git.py). The tighter of each; moments that disagree (in the file before it was
+        written) are both dropped: a wrong date is worse than none."""
+        seen = self.store.seen()
+        git = git_dates(self.files.vault, self.config.semantic_file) if any(line.stamp is None for line in lines) else {}
+        bounds: dict[int, tuple[float | None, float | None]] = {}
+        for line in lines:
+            looked = seen.get(line_key(line.text), (None, None))
+            committed = git.get(line.index, (None, None, ""))
+            if committed[2] != line.raw:
+                committed = (None, None, "")  # saved since git read it: another line stands there
+            by = [t for t in (looked[0], committed[0]) if t is not None]
+            after = [t for t in (looked[1], committed[1]) if t is not None]
+            latest, earliest = (min(by) if by else None), (max(after) if after else None)
+            if latest is not None and earliest is not None and earliest >= latest:
+                latest = earliest = None
+            bounds[line.index] = (latest, earliest)
+        return (lambda line: bounds.get(line.index, (None, None))[0]), (lambda line: bounds.get(line.index, (None, None))[1])
 
     def cap(self, lines: int) -> int:
         """Lines one review may propose to remove: the configured share of the file, at least one."""

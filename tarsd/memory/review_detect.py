@@ -5,18 +5,20 @@ other, lines whose time has passed, and a file past its budget. Each finds *find
 - **Duplicates**: two lines that say the same fact. The judge ``remember`` uses (facts.compare,
   with the line vectors when they are loaded) on the lines with units, times and dates written
   one way; and two lines about the same thing of the same person saying the same of it in other
-  words ("Anna lives in Cork", "Anna (sister) is based in Cork"), or one saying all the other says
-  and more. One line of each group is kept: the user's own before one tars wrote, before one the
-  model noted; then the first in the file.
-- **Updates**: two lines about the same thing of the same person with another value ("Gym locker:
-  14", "New gym locker: 16"): the older is superseded by the newer. Newer is the one written (its
-  stamp) or first seen by a review after the other could have been written; without such dates,
-  the one saying it changed ("moved to", "now") if it is also the later in the file; else the pair
-  is left alone.
-- **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), or
-  holding words of a passing state ("on call this week", "currently reading Dune", "until Friday")
-  written long enough ago. When it was written is its stamp's date, else the day the review first
-  saw it (review_store.py keeps that); a line the review has never seen before is given no age.
+  words ("Anna lives in Cork", "Anna (sister) is based in Cork"). One line of each group is kept:
+  the user's own before one tars wrote, before one the model noted; then the one saying what most
+  of the others say; then the first in the file. A line is removed only when the line kept says all
+  it says (``covers``): one saying more is never removed for one saying less.
+- **Updates**: two lines giving two values of one attribute of one person, an attribute that holds
+  one value at a time ("Gym locker: 14", "New gym locker: 16"), with one value changed: the older
+  is superseded by the newer. Newer is the one not yet in the file at a moment the other was (a
+  stamp's day, tarsd's looks at the file, git's commits); without such dates the pair is left alone.
+- **Expired**: a line naming an event whose date has passed ("Flight to Lisbon on 14 March"), a
+  plan whose day has passed (a day ahead of the day the line was written: "Train to Osaka on 24
+  November"), or holding words of a passing state ("on call this week", "currently reading Dune",
+  "until Friday") written long enough ago. When it was written is its stamp's date, else when it was
+  first in the file (tarsd's looks, review_store.py; or git, review_git.py); a line nothing dates is
+  given no age.
 - **Budget**: the part of the file in every prompt (the whole file up to [memory] prompt_lines)
   is past its budget: the largest sections but the core are proposed to move to a note of their
   own, linked from where they stood.
@@ -31,11 +33,24 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 
-from tarsd.memory import facts
+from tarsd.memory import facts, review_words
 from tarsd.memory.lines import MemoryLine
-from tarsd.memory.review_words import DURABLE, EVENT, LIFE_EVENT, UNTIL_DAY, WEEKDAYS, Names, Reading, read, transient_days
+from tarsd.memory.review_words import (
+    DURABLE,
+    EVENT,
+    LIFE_EVENT,
+    SOMEONE,
+    UNTIL_DAY,
+    WEEKDAYS,
+    Names,
+    Reading,
+    about_people,
+    one_typo,
+    read,
+    transient_days,
+)
 
 DUPLICATE, SUPERSEDE, EXPIRED, BUDGET = "duplicate", "supersede", "expired", "budget"
 REMOVING = (DUPLICATE, SUPERSEDE, EXPIRED)
@@ -51,6 +66,9 @@ GRACE_DAYS = 0
 # A date without a year is the first such day from this long before the line was written.
 DATE_LOOKBACK_DAYS = 14
 WORD_OVERLAP = 0.5
+# A day of the year (no year said) this far ahead of the day a line was written may be a plan; further
+# ahead it may as well be a yearly date.
+PLAN_AHEAD_DAYS = 92
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +83,17 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What the checks know beside the lines: today; for a line without a stamp, the day a review
-    first saw it (it was written by then) and the day of the look before, which did not find it (it
-    was written after; None when the first look found it); the cosine between two lines and each
-    line's nearest lines, when the vectors are loaded."""
+    """What the checks know beside the lines: today; for a line without a stamp, a moment (unix time)
+    it was in the file by (the first look that found it, or the commit that brought it: it was
+    written by then) and one it was not in the file yet (the look, or commit, before: it was written
+    after; None when nothing says); the cosine between two lines and each line's nearest lines, when
+    the vectors are loaded."""
 
     today: date
-    first_seen: Callable[[MemoryLine], date | None] = lambda _line: None
+    first_seen: Callable[[MemoryLine], float | None] = lambda _line: None
     cosine: Callable[[int, int], float | None] | None = None
     neighbours: Callable[[int], Sequence[int]] | None = None
-    absent: Callable[[MemoryLine], date | None] = lambda _line: None
+    absent: Callable[[MemoryLine], float | None] = lambda _line: None
 
 
 def _stamped(line: MemoryLine) -> date | None:
@@ -86,21 +105,34 @@ def _stamped(line: MemoryLine) -> date | None:
     return None
 
 
+def _start_of(day: date) -> float:
+    return datetime.combine(day, time.min).timestamp()
+
+
 def written(line: MemoryLine, context: Context) -> date | None:
-    """The last day a line can have been written: its stamp, else the day a review first saw it."""
+    """The last day a line can have been written: its stamp, else the day it was first in the file."""
     stamped = _stamped(line)
-    return stamped if stamped is not None else context.first_seen(line)
+    if stamped is not None:
+        return stamped
+    seen = context.first_seen(line)
+    return None if seen is None else date.fromtimestamp(seen)
 
 
-def written_after(line: MemoryLine, context: Context) -> date | None:
-    """The first day a line can have been written: its stamp, else the day of the look that missed it."""
+def _latest(line: MemoryLine, context: Context) -> float | None:
+    """The moment a line was written by: the end of its stamp's day, else the first moment it was seen."""
     stamped = _stamped(line)
-    return stamped if stamped is not None else context.absent(line)
+    return _start_of(stamped + timedelta(days=1)) if stamped is not None else context.first_seen(line)
+
+
+def _earliest(line: MemoryLine, context: Context) -> float | None:
+    """The moment a line was not written yet: the start of its stamp's day, else the last moment it was missing."""
+    stamped = _stamped(line)
+    return _start_of(stamped) if stamped is not None else context.absent(line)
 
 
 def readings(lines: Sequence[MemoryLine]) -> list[Reading]:
     names = Names([line.text for line in lines])
-    return [read(line.text, names) for line in lines]
+    return about_people([read(line.text, names) for line in lines])
 
 
 # ---- pairs worth comparing ----
@@ -139,16 +171,8 @@ def candidate_pairs(readings: Sequence[Reading], context: Context) -> set[tuple[
 
 
 def _typo_equal(a: str, b: str) -> bool:
-    """Two words a typo apart (one letter dropped, added, changed or two swapped), both 5 letters or more."""
-    if a == b:
-        return True
-    if min(len(a), len(b)) < 5 or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        diff = [k for k in range(len(a)) if a[k] != b[k]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    return any(long[:k] + long[k + 1 :] == short for k in range(len(long)))
+    """Two words a typo apart (review_words.one_typo), both 5 letters or more."""
+    return a == b or (min(len(a), len(b)) >= 5 and one_typo(a, b))
 
 
 def _same_words(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -172,7 +196,7 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
 
 def _about_the_same(a: Reading, b: Reading) -> bool:
     """The same thing of the same person: the same predicate, or (with none) mostly the same words."""
-    if a.subject != b.subject:
+    if a.subject != b.subject or a.subject == SOMEONE:
         return False
     if a.cues and b.cues:
         return bool(a.cues & b.cues)
@@ -181,6 +205,47 @@ def _about_the_same(a: Reading, b: Reading) -> bool:
     if a.subject and not a.words and not b.words:
         return True  # "GP is Dr Rossi", "New GP: Dr Byrne"
     return _overlap(a.words, b.words) >= WORD_OVERLAP
+
+
+def _one_attribute(a: Reading, b: Reading) -> bool:
+    """For an update, more than "about the same": one attribute, named alike. The same predicates
+    (not just one in common); without a predicate, or with only "is a" ("Usual coffee is a cortado"),
+    the attribute is the words and both lines must name it ("Now a physiotherapist" names none)."""
+    if a.cues != b.cues or a.named_by != b.named_by:
+        return False  # "Anna's home number" is not "Anna's work number" ("home" says more of it)
+    if a.cues - {"kind"}:
+        return True
+    if a.subject and not a.words and not b.words:
+        return True  # "GP is Dr Rossi", "New GP: Dr Byrne": the subject is the attribute
+    return bool(a.words) and bool(b.words)
+
+
+# Predicates of personal facts that hold one value at a time: one city lived in, one employer, one
+# manager, one partner, one phone, one birthday, one age, one weight, one number of children, one
+# team, one weekly distance, one diet. What someone is allergic to is a list ("allergic to peanuts", "to
+# shellfish"); what they drink, like, want, play, use is a list unless the line names the attribute
+# ("Coffee order: cortado") or gives an amount ("Pays €1,200 rent a month").
+SINGLE_VALUED = frozenset(
+    {"live", "employer", "role", "manager", "partner", "phone", "number", "birthday", "age", "weight", "kids", "team", "run", "diet"}
+)
+MULTI_VALUED = frozenset({"allergy"})
+
+
+def single_valued(a: Reading, b: Reading, kinds: set[str]) -> bool:
+    """Whether the attribute two lines give values of holds one value at a time, so a new value
+    replaces the old one. By its predicate; else by the line's form: "Label: value" and "Attribute is
+    value" name one attribute with one value ("Gym locker: 14", "Rent is €900"); a verb phrase
+    relates the subject to things, any number of them ("Wants to visit Osaka again", "Likes jazz",
+    "No peanuts for Jude"), unless its value is an amount, a time, a day or a number ("Pays €1,200
+    rent a month", "Uses locker 14 at the gym", "Bins go out on Monday"). When unsure: not."""
+    cues = a.cues | b.cues
+    if cues & MULTI_VALUED:
+        return False
+    if cues and cues <= SINGLE_VALUED:
+        return True
+    if a.form != "verb" and b.form != "verb":
+        return True
+    return "word" not in kinds
 
 
 def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
@@ -208,7 +273,19 @@ def relate(a: Reading, b: Reading, cosine: float | None = None) -> str | None:
         return None
     if _timed(a) or _timed(b) or LIFE_EVENT.search(a.plain) or LIFE_EVENT.search(b.plain):
         return None  # events, passing states and life events are not values of one thing ("away until 6 January")
+    if not _one_attribute(a, b) or _slots(a_values - b_values, a.value_words, b.value_words) != 1:
+        return None
+    if _slots(b_values - a_values, b.value_words, a.value_words) != 1:
+        return None  # two things differ ("No peanuts for Jude", "No shellfish for Ben"): not one value that changed
+    if not single_valued(a, b, {_kind_of(v) for v in only_a | only_b}):
+        return None
     return SUPERSEDE
+
+
+def _slots(values: frozenset[str], value_words: frozenset[str], other_words: frozenset[str]) -> int:
+    """How many values a line says that the other does not: each name, number, time or date one,
+    and the words of a job or kind ("product manager") one together."""
+    return len(values) + bool(_unmatched(value_words, other_words))
 
 
 def _unmatched(a: frozenset[str], b: frozenset[str]) -> set[str]:
@@ -276,27 +353,23 @@ def _rank(line: MemoryLine) -> tuple[int, int]:
 
 
 def _newer(i: int, j: int, lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Context) -> int | None:
-    """Of two lines with two values of one thing, the newer; None when it cannot be told. A stamp's
-    date is when a line was written; the day a review first saw a line only says it was written by
-    then, and the look before that missed it, that it was written after. So dates decide where
-    they must: a line written (or first seen) after the other could have been written is the newer.
-    Without that, the line saying it changed ("moved to", "now", "new") is the newer only if it is
-    also the later in the file; else nothing is proposed (two changes within a week, say, or a file
-    no review has looked at before: which came last is a guess, and a wrong one removes the truth)."""
+    """Of two lines with two values of one thing, the newer; None when it cannot be told. Only dates
+    tell: a stamp's day, the looks that found a line and missed it, the commits that brought it. A
+    line in the file at a moment the other was not yet is the older. Without such dates nothing is
+    proposed, whatever the lines say: "Moved to Berlin" below "Lives in Dublin" reads as the newer,
+    but the Dublin line may be one edited in place since (a move back), and which came last is then a
+    guess whose wrong side removes the truth."""
     ci, cj = _certainly_before(lines[i], lines[j], context), _certainly_before(lines[j], lines[i], context)
     if ci != cj:
         return j if ci else i
-    if rs[i].change != rs[j].change:
-        changed, other = (i, j) if rs[i].change else (j, i)
-        return changed if lines[changed].index > lines[other].index else None
     return None
 
 
 def _certainly_before(a: MemoryLine, b: MemoryLine, context: Context) -> bool:
-    """``a`` was written before ``b``: the first day ``b`` can have been written comes after the
-    last day ``a`` can have been."""
-    latest_a, earliest_b = written(a, context), written_after(b, context)
-    return latest_a is not None and earliest_b is not None and earliest_b > latest_a
+    """``a`` was written before ``b``: ``b`` was not in the file yet at a moment ``a`` was (a look, or
+    a commit, found ``a`` and not ``b``), or on a day after the day ``a`` was stamped."""
+    latest_a, earliest_b = _latest(a, context), _earliest(b, context)
+    return latest_a is not None and earliest_b is not None and earliest_b >= latest_a
 
 
 def _lists(rs: Sequence[Reading]) -> set[tuple]:
@@ -343,7 +416,13 @@ def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Cont
     members: dict[int, list[int]] = defaultdict(list)
     for k in range(len(lines)):
         members[root(k)].append(k)
-    kept = {g: min(ks, key=lambda k: _rank(lines[k])) for g, ks in members.items()}
+
+    def keeper(ks: list[int]) -> int:
+        """The line a group keeps: the user's own before one tars wrote before one the model noted; of
+        those, the one that says what most of the others say (they may be removed), then the first."""
+        return min(ks, key=lambda k: (_rank(lines[k])[0], -sum(covers(rs[k], rs[m]) for m in ks), lines[k].index))
+
+    kept = {g: keeper(ks) if len(ks) > 1 else ks[0] for g, ks in members.items()}
     newer_of: dict[int, set[int]] = defaultdict(set)
     for older, newer in updates:
         if root(older) != root(newer):
@@ -372,9 +451,29 @@ def find_pairs(lines: Sequence[MemoryLine], rs: Sequence[Reading], context: Cont
                 found.append(Finding(SUPERSEDE, k, keep, _supersede_why(lines[k], lines[keep], rs[k], rs[keep])))
             continue
         for k in sorted(ks):
-            if k != kept[g]:
+            if k != kept[g] and covers(rs[kept[g]], rs[k]):
                 found.append(Finding(DUPLICATE, k, kept[g], _duplicate_why(lines[k], lines[kept[g]])))
     return found
+
+
+# Words that say how the others relate, not what: "allergic to peanuts" says no more than "can't have peanuts".
+FUNCTION_WORDS = frozenset(review_words.PREPOSITIONS | review_words.COPULA | {"a", "an", "the"})
+
+
+def covers(kept: Reading, other: Reading) -> bool:
+    """Whether the line kept says all ``other`` says, so removing ``other`` loses nothing: the judge
+    ``remember`` uses calls them the same fact, or every word, value and predicate of ``other`` is in
+    the kept line (typos aside). Lines said to be one fact each in other words ("Daily standup is at
+    11:15", "Team standup: 11:15 every morning"), or joined through a third line, may each say
+    something the kept line does not: those stay. A duplicate is a line whose removal changes nothing
+    of what the file says."""
+    if facts.same_fact(kept.fact, other.fact):
+        return True
+    if kept.subject != other.subject or not other.cues <= kept.cues:
+        return False
+    kept_values, other_values = _years_aside(kept.values, other.values)
+    words = _unmatched(other.words - FUNCTION_WORDS, kept.words)
+    return other_values <= kept_values and not words and not _unmatched(other.value_words, kept.value_words)
 
 
 def _supersede_why(old: MemoryLine, new: MemoryLine, ro: Reading, rn: Reading) -> str:
@@ -418,6 +517,11 @@ def expired(line: MemoryLine, reading: Reading, context: Context) -> str:
         return ""
     if wrote is None:
         return ""
+    if reading.dates and reading.form == "verb":
+        if day := _planned(reading, wrote):
+            if day < today:
+                return f"a plan for {day.isoformat()}, written {wrote.isoformat()}"
+            return ""
     if until := UNTIL_DAY.search(text):
         weekday = WEEKDAYS.index(until.group(1).lower())
         end = wrote + timedelta(days=(weekday - wrote.weekday()) % 7 or 7)
@@ -428,6 +532,28 @@ def expired(line: MemoryLine, reading: Reading, context: Context) -> str:
     if days is not None and wrote + timedelta(days=days + GRACE_DAYS) < today:
         return f"a passing state, written {wrote.isoformat()}"
     return ""
+
+
+def _planned(reading: Reading, wrote: date) -> date | None:
+    """The last day a line plans for, when each date it names lay ahead of the day it was written
+    ("Train to Osaka on 24 November", written on the 6th): a plan, over once its day has passed, in
+    whatever words it is written. A date that had passed when the line was written is a record
+    ("Started at Acme on 3 March 2025"), and a day of the year ahead by more than a season may be a
+    yearly date ("Name day: 12 June" is a label, never a plan; a line saying it recurs is durable):
+    neither is a plan. ``wrote`` is the last day the line can have been written, so a date is taken
+    to lie ahead only when it lies ahead of that."""
+    days = []
+    for mention in reading.dates:
+        if mention.year is not None:
+            day = mention.on(mention.year)
+            if day is None or day < wrote:
+                return None
+        else:
+            day = _next_on(mention, wrote)
+            if day is None or day > wrote + timedelta(days=PLAN_AHEAD_DAYS):
+                return None
+        days.append(day)
+    return max(days) if days else None
 
 
 def _next_on(mention, start: date) -> date | None:

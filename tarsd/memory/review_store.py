@@ -31,6 +31,8 @@ PENDING, APPROVING, APPLIED, REJECTED, UNDONE, GONE = "pending", "approving", "a
 WRITING = "writing"
 _LAST_LOOK = "memory_review_looked_at"  # meta: when the review last read Memory.md (observe)
 _MACHINE = "memory_review_machine"  # meta: this index's name in the history notes
+_MISSING = "memory_review_missing"  # meta: JSON, the lines no longer in Memory.md and since when (observe)
+MISSING_GRACE = 3600.0  # seconds a line may be missing from Memory.md and keep its dates when it is back
 _PROPOSAL_COLUMNS = "id, review_id, kind, body, why, source, proposed_at, state, change_id"
 _CHANGE_COLUMNS = "id, applied_at, path, before, after, note_path, note_before, note_after, summary, state, recorded, undone_at"
 
@@ -307,22 +309,40 @@ class ReviewStore:
     # ---- when each line was first seen ----
 
     def observe(self, keys: Iterable[str], now: float | None = None) -> None:
-        """Record the lines seen now (a line new since the last look was written between the two);
-        forget those no longer in the file (a line back later is new again)."""
+        """Record the lines seen now: a line new since the last look was written between the two.
+        A line no longer in the file is forgotten once it has been missing MISSING_GRACE (a line back
+        after that is new again, written after the look that missed it); back sooner, it keeps its
+        dates: it was moved (cut, then pasted), or a save caught the file half edited, and a moved
+        line taken for a new one would look newer than the lines it is older than."""
         keys = list(dict.fromkeys(keys))
         when = time.time() if now is None else now
         with self._writing():
-            rows = self.conn.execute("SELECT value FROM meta WHERE key = ?", (_LAST_LOOK,)).fetchall()
-            last = float(rows[0][0]) if rows else None
+            last = self._meta(_LAST_LOOK)
+            last = float(last) if last is not None else None
+            missing: dict[str, float] = json.loads(self._meta(_MISSING) or "{}")
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS memory_lines_now(line_key TEXT PRIMARY KEY)")
             self.conn.execute("DELETE FROM memory_lines_now")
             self.conn.executemany("INSERT OR IGNORE INTO memory_lines_now(line_key) VALUES (?)", [(k,) for k in keys])
+            for key in [k for k in keys if k in missing]:
+                if when - missing.pop(key) > MISSING_GRACE:  # gone long enough to be written again
+                    self.conn.execute("UPDATE memory_lines_seen SET first_seen = ?, absent_at = ? WHERE line_key = ?", (when, last, key))
             self.conn.execute(
                 "INSERT OR IGNORE INTO memory_lines_seen(line_key, first_seen, absent_at) SELECT line_key, ?, ? FROM memory_lines_now",
                 (when, last),
             )
-            self.conn.execute("DELETE FROM memory_lines_seen WHERE line_key NOT IN (SELECT line_key FROM memory_lines_now)")
+            gone = self.conn.execute("SELECT line_key FROM memory_lines_seen WHERE line_key NOT IN (SELECT line_key FROM memory_lines_now)")
+            for (key,) in gone.fetchall():
+                missing.setdefault(key, when)
+            forgotten = [key for key, since in missing.items() if when - since > MISSING_GRACE]
+            self.conn.executemany("DELETE FROM memory_lines_seen WHERE line_key = ?", [(key,) for key in forgotten])
+            for key in forgotten:
+                del missing[key]
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_MISSING, json.dumps(missing)))
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_LAST_LOOK, repr(when)))
+
+    def _meta(self, key: str) -> str | None:
+        rows = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchall()
+        return rows[0][0] if rows else None
 
     def seen(self) -> dict[str, tuple[float, float | None]]:
         """Each line's (first seen, last seen missing: None when the first look found it already)."""

@@ -26,7 +26,7 @@ file, so a line typed all in lower case still has its names.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from functools import lru_cache
 
@@ -64,6 +64,9 @@ _UNITS = [
     (re.compile(r"\b(\d+(?:\.\d+)?)\s?(?:mins?|minutes?)\b", re.I), "min"),
     (re.compile(r"\b(\d+(?:\.\d+)?)\s?(?:hrs?|hours?)\b", re.I), "h"),
 ]
+# An age: "nine years old" is "nine" ("Cosmo is nine").
+_AGE_NUMBER = "|".join("one two three four five six seven eight nine ten eleven twelve".split())
+_AGE = re.compile(rf"\b(\d{{1,3}}|{_AGE_NUMBER})\s+years?\s+old\b", re.I)
 _MONEY = [
     re.compile(r"(?:€|\beur\s?)\s?(\d[\d,]*(?:\.\d\d)?)", re.I),
     re.compile(r"\b(\d[\d,]*(?:\.\d\d)?)\s?(?:€|euros?\b|eur\b)", re.I),
@@ -108,6 +111,7 @@ def normalise(text: str) -> tuple[str, tuple[DateMention, ...]]:
     for pattern, unit in _UNITS:
         text = pattern.sub(lambda m, u=unit: m.group(1) + u, text)
     text = _PHONE.sub(_phone, text)
+    text = _AGE.sub(lambda m: m.group(1), text)
     return text, tuple(mentions)
 
 
@@ -148,7 +152,6 @@ _CUE_WORDS = {
     "settl": "live",
     "employ": "employer",
     "employer": "employer",
-    "compani": "employer",
     "firm": "employer",
     "becam": "role",
     "becom": "role",
@@ -180,16 +183,15 @@ _CUE_WORDS = {
     "diet": "diet",
     "partner": "partner",
     "marri": "partner",
-    "allerg": "avoid",
-    "allergi": "avoid",
-    "intoler": "avoid",
+    "allerg": "allergy",
+    "allergi": "allergy",
+    "intoler": "allergy",
 }
 _CANNOT = frozenset({"can't", "can’t", "cannot", "mustn't", "won't", "doesn't", "don't"})
-_TAKE = frozenset({"have", "eat", "drink", "take", "stand", "touch"})
+_TAKE = frozenset({"have", "eat", "drink", "stand", "touch"})
 _CUE_WITH = {
     ("work", "at"): "employer",
     ("work", "for"): "employer",
-    ("work", "with"): "employer",
     ("work", "as"): "role",
     ("work", "in"): "team",
     ("join", ""): "employer",
@@ -210,7 +212,7 @@ _CUE_WITH = {
 CHANGE_WORDS = frozenset("now new newly switch switched chang changed becam upgrad got up down went today anymore longer since".split())
 PAST_WORDS = frozenset("used formerly previously former ex once originally".split())
 # The copula and an article make "is a nurse", "is now a teacher" a statement of what someone is.
-_COPULA = frozenset("is are am was be".split())
+COPULA = _COPULA = frozenset("is are am was be".split())
 _ARTICLES = frozenset("a an".split())
 # Value positions: a name after these is what a line says, not whom it is about.
 _VALUE_BEFORE = frozenset(
@@ -224,13 +226,17 @@ KNOWN_WORDS = (
     "lives living relocated moved works working employed employer joined started retrained promoted became parent "
     "children allergic allergy birthday number phone married graduated anniversary"
 ).split()
-_PREPOSITIONS = frozenset("at for with as in to of back into on by".split())
+PREPOSITIONS = _PREPOSITIONS = frozenset("at for with as in to of back into on by".split())
 _BASE_VERBS = frozenset({"live", "work"})  # a verb without its -s: its subject is plural, never the user's own line
 _NUMBER_WORDS = {
     word: str(number)
     for number, word in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split())
 }
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*|[:()]")
+_LETTERS = re.compile(r"[^\W\d_]+")
+# The subject of a line about a person the review cannot name ("my father imoegn relocated to kyoto"):
+# never the same as any other line's, so such a line is never taken for the same fact as another.
+SOMEONE = "?"
 
 
 TYPO_LENGTH = 5  # words this long or longer may be read through a typo
@@ -241,13 +247,20 @@ def _deletions(word: str) -> set[str]:
     return {word} | {word[:k] + word[k + 1 :] for k in range(len(word))}
 
 
-def _one_typo(a: str, b: str) -> bool:
-    """One letter dropped, added, changed, or two swapped."""
+# A letter changed makes another word of a short one as often as a typo ("loves", "lives"; "tasks",
+# "tanks"): below this length only a letter dropped, added or two swapped is read as a typo.
+SUBSTITUTION_LENGTH = 7
+
+
+def one_typo(a: str, b: str) -> bool:
+    """One letter dropped, added or two swapped; or, in a word of SUBSTITUTION_LENGTH letters or more, changed."""
     if abs(len(a) - len(b)) > 1:
         return False
     if len(a) == len(b):
         diff = [k for k in range(len(a)) if a[k] != b[k]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+        if len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]:
+            return True
+        return len(diff) == 1 and len(a) >= SUBSTITUTION_LENGTH
     short, long = (a, b) if len(a) < len(b) else (b, a)
     return any(long[:k] + long[k + 1 :] == short for k in range(len(long)))
 
@@ -286,7 +299,7 @@ class Names:
             word.split("'")[0].split("’")[0].lower() for word, following in firsts if self._first_is_name(word, following)
         )
         # Words the file uses often, to read a typo as the word it misspells ("wokrs", "relocatted").
-        for word in KNOWN_WORDS:
+        for word in (*KNOWN_WORDS, *RELATIONS):
             counts[word] = counts.get(word, 0) + TYPO_SOURCE
         self.counts = counts
         self._near: dict[str, list[str]] = {}
@@ -299,7 +312,7 @@ class Names:
         """A rare word one typo away from a word the file uses often is read as that word."""
         if len(word) < TYPO_LENGTH or self.counts.get(word, 0) >= TYPO_SOURCE or word in self.names:
             return word
-        found = {other for key in _deletions(word) for other in self._near.get(key, ()) if other != word and _one_typo(word, other)}
+        found = {other for key in _deletions(word) for other in self._near.get(key, ()) if other != word and one_typo(word, other)}
         return max(found, key=lambda other: (self.counts[other], other)) if found else word
 
     def _first_is_name(self, word: str, following: str) -> bool:
@@ -345,6 +358,9 @@ class Reading:
     negated: bool
     dates: tuple[DateMention, ...]
     label: bool  # "Label: value"
+    named_by: frozenset[str]  # values in the attribute's name, before a label's colon or "is" ("Best coffee in Prague: ...")
+    related: bool  # it names a person around the user with a word for them ("my sister Anna", "Liam (cousin)")
+    form: str  # label ("Gym locker: 14"), copula ("Rent is €900"), verb ("Wants to visit Osaka"): see review_detect.single_valued
     plain: str  # the text in lower case with its typos read as the words they misspell (for the time checks)
 
 
@@ -360,8 +376,11 @@ def read(text: str, names: Names) -> Reading:
     cue_roots: dict[str, str] = {}  # cue -> the word that gave it
     words: list[str] = []
     value_words: set[str] = set()
-    change = past = avoiding = False
+    change = past = cannot = False
     after_copula = False
+    relation_at: list[int] = []  # where a word for a person around the user stands ("sister", "(uncle)")
+    named_at: list[tuple[int, int, str]] = []  # each name in a value place: first token, token after it, the name
+    placed: list[tuple[int, str]] = []  # each value and the token it starts at
     index = 0
     while index < len(tokens):
         token, low = tokens[index], lowered[index]
@@ -373,6 +392,9 @@ def read(text: str, names: Names) -> Reading:
             continue
         if any(c.isdigit() for c in token) or low in _NUMBER_WORDS:
             values.add(_NUMBER_WORDS.get(low, low))
+            placed.append((index - 1, _NUMBER_WORDS.get(low, low)))
+            if token[:1].isalpha():  # "Ann2": a name with a number in it, which a word for a person may name
+                named_at.append((index - 1, index, low))
             if (
                 subject
                 and previous in _COPULA
@@ -382,8 +404,8 @@ def read(text: str, names: Names) -> Reading:
                 cues.add("age")  # "Rafael is seven"
             continue
         if low in _CANNOT and following in _TAKE:
-            cues.add("avoid")  # "can't have peanuts" says what "is allergic to peanuts" says
-            avoiding = True
+            cues.add("allergy")  # "can't have peanuts" says what "is allergic to peanuts" says
+            cannot = True
             index += 1
             continue
         bare = low.split("'")[0].split("’")[0]
@@ -400,6 +422,8 @@ def read(text: str, names: Names) -> Reading:
                 subject = name
             else:
                 values.add(name)
+                named_at.append((at, index, name))
+                placed.append((at, name))
             after_copula = False
             continue
         bare = names.fix(bare)
@@ -430,7 +454,10 @@ def read(text: str, names: Names) -> Reading:
             if low in _ARTICLES and previous in _COPULA | {"as", "now", "becam", "became"}:
                 after_copula = True
             continue
-        if bare in RELATIONS or low in _COPULA:
+        if bare in RELATIONS:
+            relation_at.append(index - 1)
+            continue
+        if low in _COPULA:
             continue
         if root in PAST_WORDS or bare in PAST_WORDS or (bare == "used" and following == "to"):
             past = True
@@ -448,8 +475,25 @@ def read(text: str, names: Names) -> Reading:
     elif "role" in cues and subject:  # "Lorcan: team lead by trade": all but the cue is what they are
         value_words |= set(words) | {cue_roots[c] for c in cues if c != "role" and c in cue_roots}
         cues, words = {"role"}, []
+    if any(value.startswith("tel") for value in values):
+        # A phone number can only be a phone number: the value says what the line is about, in any words
+        # ("Call Nils on 088 659 2858", "Nils got a new number, 087 278 4116").
+        cues = (cues - {"number"}) | {"phone"}
     if "team" in words and cues <= {"employer", "live"}:
         cues, words = {"team"}, [w for w in words if w != "team"]  # "Joined the Billing team", "Team: Mobile"
+    if not subject and relation_at:
+        # A word for a person ("No cats for Liam (cousin)", "my father imoegn relocated to kyoto") says the
+        # line is about that person, not the user: the name beside it, else someone it cannot name.
+        beside = [
+            name
+            for start, end, name in named_at
+            if start - 1 in relation_at or (end < len(tokens) and tokens[end] == "(" and end + 1 in relation_at)
+        ]
+        subject = beside[0] if beside else SOMEONE
+        values.discard(subject)
+    # What stands before a label's colon or the first "is" names the attribute, values and all: "Best
+    # coffee in Prague: Zeno's café" and "Best coffee in Denver: ..." are two attributes, not one changed.
+    boundary = next((k for k, low in enumerate(lowered) if (low == ":" and label) or low in _COPULA), -1)
     return Reading(
         text=text,
         normal=normal,
@@ -461,11 +505,32 @@ def read(text: str, names: Names) -> Reading:
         value_words=frozenset(value_words),
         change=change or any(w in ("moved", "joined", "became", "relocated", "switched") for w in lowered),
         past=past,
-        negated=fact.negated and not avoiding,
+        negated=fact.negated and not cannot,
         dates=dates,
         label=label,
-        plain=" ".join(names.fix(word) for word in text.lower().split()),
+        related=bool(relation_at),
+        named_by=frozenset(value for at, value in placed if at < boundary and value in values),
+        form="label" if label else "copula" if any(low in _COPULA for low in lowered) else "verb",
+        plain=_LETTERS.sub(lambda m: names.fix(m.group(0)), text.lower()),
     )
+
+
+# Predicates whose value is a person: "Manager is Ben", "Lives with Ben" say who, of the user.
+PERSON_VALUED = frozenset({"manager", "partner"})
+
+
+def about_people(readings: list[Reading]) -> list[Reading]:
+    """A line of the user's naming a person the file knows (one it names with a word for them
+    elsewhere: "Jude (mother) lives in Cork") is about that person, unless what it says of the user
+    is a person ("Manager is Jude"): "No peanuts for Jude" says nothing of the user's own food."""
+    people = {r.subject for r in readings if r.related and r.subject and r.subject != SOMEONE}
+    found = []
+    for reading in readings:
+        named = sorted(reading.values & people)
+        if not reading.subject and named and not reading.cues & PERSON_VALUED:
+            reading = replace(reading, subject=named[0], values=reading.values - {named[0]}, named_by=reading.named_by - {named[0]})
+        found.append(reading)
+    return found
 
 
 def label_before(tokens: list[str], index: int) -> bool:
@@ -486,8 +551,8 @@ TRANSIENT = [
 ]
 # Something that happens on a day: with a date that has passed, the line is over.
 EVENT = re.compile(
-    r"\b(appointment|appt|flight|flying|party|booked|booking|arriv\w*|deliver\w*|due|deadline|meeting|haircut|trip|visit\w*|exam|"
-    r"interview|away|until|till|conference|concert|gig|dinner|lunch|service|check-?up|reservation|match|wedding|launch|"
+    r"\b(appointment|appt|flight|flying|party|booked|booking|arriv\w*|deliver\w*|due|deadline|meeting|haircut|trip|visit\w*|"
+    r"interview|away|until|till|conference|concert|gig|lunch|service|check-?up|reservation|match|wedding|launch|"
     r"on call|ticket\w*|checkout|check-?in)\b",
     re.I,
 )

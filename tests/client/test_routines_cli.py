@@ -88,6 +88,19 @@ def test_a_routine_goes_through_add_list_show_edit_pause_resume_and_rm(start_dae
     assert ok(daemon.tarsctl("routines")).startswith("No routines or reminders")
 
 
+def test_a_routine_whose_run_is_the_memory_review_says_so_in_the_list_and_in_show(start_daemon, tmp_path: Path):
+    """It has no prompt: the list and `routines show` say what it runs instead (not an empty prompt)."""
+    daemon = routines_daemon(start_daemon, tmp_path)
+    ok(daemon.tarsctl("memory", "schedule", "0 18 * * 0", "--deliver", "inbox"))
+    assert routines_file(daemon)["routine"]["memory-review"]["review"] == "memory"
+    assert listed(daemon)["memory-review"].endswith("runs: the memory review")
+    shown = ok(daemon.tarsctl("routines", "show", "memory-review"))
+    assert "review     the memory review: proposes changes to Memory.md, changes nothing until you approve them" in shown
+    assert "prompt" not in shown
+    shown_json = json.loads(ok(daemon.tarsctl("routines", "show", "memory-review", "--json")))
+    assert shown_json["routines"][0]["review"] == "memory"
+
+
 def test_remind_takes_a_clock_time_a_date_and_time_and_in_n_minutes(start_daemon, tmp_path: Path):
     daemon = routines_daemon(start_daemon, tmp_path)
     zone = ZoneInfo(ZONE)

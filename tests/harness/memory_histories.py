@@ -38,6 +38,9 @@ from datetime import date, timedelta
 
 from harness.memory_phrasings import (
     CITIES,
+    FRESH_CHANGE,
+    FRESH_SAY,
+    FRESH_TRANSIENT,
     NAMES,
     RELATIONS,
     UNSEEN_TRANSIENT,
@@ -81,6 +84,7 @@ class History:
     sessions: dict[str, str]  # vault path -> text of a session log
     missing: list[tuple[str, int, str]] = field(default_factory=list)  # (log path, 1-based line, durable fact not in Memory.md)
     injections: list[tuple[str, int]] = field(default_factory=list)  # (log path, line) holding an order to a model
+    written: list[date] = field(default_factory=list)  # each day a line was written into Memory.md (a day the file changed)
 
     def counts(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -127,10 +131,17 @@ def _stamp(day: date, by: str, rng: random.Random) -> str:
 
 
 def generate(
-    seed: int, lines: int = 1000, start: date = date(2026, 1, 1), days: int = 365, typo_rate: float = 0.06, unseen_phrasings: bool = False
+    seed: int,
+    lines: int = 1000,
+    start: date = date(2026, 1, 1),
+    days: int = 365,
+    typo_rate: float = 0.06,
+    unseen_phrasings: bool | str = False,
 ) -> History:
     """A year of Memory.md ending near ``lines`` lines (a share of them to be removed), and the truth.
-    ``unseen_phrasings``: also the phrasings the review's checks were never tuned on (UNSEEN_SAY...)."""
+    ``unseen_phrasings``: also the phrasings the review's checks were never tuned on (True: UNSEEN_SAY...;
+    "fresh": the second held-out set, FRESH_SAY...)."""
+    fresh = unseen_phrasings == "fresh"
     rng = random.Random(seed)
     end = start + timedelta(days=days)
     scale = lines / 1000
@@ -142,7 +153,7 @@ def generate(
         slots.extend(rng.sample(_person_slots(rng, name, relation), k=rng.randint(4, 7)))
     if unseen_phrasings:
         for slot in slots:
-            _unseen(slot)
+            _unseen(slot, FRESH_SAY, FRESH_CHANGE) if fresh else _unseen(slot)
     used: set[str] = {slot.key for slot in slots}
     one_offs = _one_off_facts(rng, max(0, round(lines * 0.72) - len(slots)), used, people)
 
@@ -161,7 +172,10 @@ def generate(
     target_transients = round(110 * scale)
     transient_rate = target_transients / days
 
+    written: list[date] = []
+
     def write(text: str, section: str, slot: str, version: int, day: date, until: date | None = None) -> Line:
+        written.append(day)
         by = rng.choices(("hand", "tars", "model"), weights=(5, 4, 1))[0]
         line = Line(_surface(rng, text, typo_rate) + _stamp(day, by, rng), section, slot, version, day, until, by)
         memory.add(line)
@@ -208,8 +222,9 @@ def generate(
             text, until = _transient(rng, day)
             if unseen_phrasings and rng.random() < 0.3:
                 soon = day + timedelta(days=rng.randint(3, 40))
-                template = rng.choice(UNSEEN_TRANSIENT)
-                until = day + timedelta(days=7) if "this week" in template else soon
+                template = rng.choice(FRESH_TRANSIENT if fresh else UNSEEN_TRANSIENT)
+                weeks = 1 if "this week" in template else 2 if "next week" in template else 0
+                until = day + timedelta(days=7 * weeks) if weeks else soon
                 text = (
                     template.replace("{date}", _day(rng, soon)).replace("{person}", rng.choice(NAMES)).replace("{city}", rng.choice(CITIES))
                 )
@@ -223,7 +238,7 @@ def generate(
 
     final = memory.lines()
     truth, groups = _truth(final, current, end)
-    return History(seed, start, end, memory.render(), final, truth, groups, snapshots, sessions, missing, injections)
+    return History(seed, start, end, memory.render(), final, truth, groups, snapshots, sessions, missing, injections, sorted(set(written)))
 
 
 def _truth(lines: list[Line], current: dict[str, tuple[int, object]], end: date) -> tuple[list[str], list[str]]:

@@ -571,9 +571,56 @@ UNSEEN_TRANSIENT = [
 ]
 
 
-def _unseen(slot: Slot) -> None:
-    """Give ``slot`` the held-out phrasings of its kind."""
+# A second set of held-out phrasings, written on 2026-11-27 before the checks were changed for issue 45's
+# second round and never run (nor read against the checks' errors) until its final measurement: the
+# UNSEEN_* set above had been looked at by then, so it no longer says how the checks do on wording
+# nobody tuned them on. ``generate(..., unseen_phrasings="fresh")``.
+FRESH_SAY = {
+    "city": ["{who} is living in {v}", "{who} lives out in {v}", "Where {who} lives: {v}"],
+    "employer": ["{who} is employed at {v}", "{who}'s employer is {v}", "{who} has been at {v} for a while"],
+    "role": ["{who}'s job: {v}", "{who} is a qualified {v}"],
+    "kids": ["{who} has got {v} kids", "Kids of {who}: {v}"],
+    "drink": ["{who} takes {v}", "{who}'s go-to drink: {v}", "{who} prefers {v}"],
+    "allergy": ["{who} must avoid {v}", "{who}: allergy to {v}", "Keep {v} away from {who}"],
+    "phone": ["{name}'s mobile: {v}", "Mobile for {name}: {v}"],
+    "me:city": ["Living in {v}", "My home is in {v}", "Current city: {v}"],
+    "me:employer": ["Employed by {v}", "My employer is {v}", "Work: {v}"],
+    "me:role": ["Job: {v}", "My job is {v}"],
+    "me:manager": ["Reporting to {v}", "{v} is my boss"],
+    "me:team": ["Part of the {v} team"],
+    "me:desk": ["Desk {v}"],
+    "me:locker": ["Locker {v} at the gym"],
+    "me:running": ["About {v} of running a week"],
+    "me:rent": ["Monthly rent is €{v}"],
+    "me:coffee": ["Usually orders a {v}"],
+    "me:standup": ["Standups are at {v}"],
+    "me:bins": ["Bins: {v}"],
+}
+FRESH_CHANGE = {
+    "city": ["{who} is in {v} now", "{who} moved over to {v}"],
+    "employer": ["{who} got a job at {v}", "{who} moved jobs to {v}"],
+    "role": ["{who} is a {v} now", "{who} qualified as a {v}"],
+    "kids": ["{who} has {v} kids now"],
+    "phone": ["{name} changed number to {v}", "Updated number for {name}: {v}"],
+    "me:city": ["Moved house to {v}", "Living in {v} now"],
+    "me:employer": ["Changed jobs, now at {v}", "Started working at {v}"],
+    "me:manager": ["Manager changed to {v}", "Reporting to {v} now"],
+    "me:locker": ["Gym locker is now {v}"],
+    "me:rent": ["Rent increased to €{v}"],
+}
+FRESH_TRANSIENT = [
+    "Back from leave on {date}",
+    "Exam on {date}",
+    "Plumber coming {date}",
+    "{person} visiting from {city} until {date}",
+    "Renewing the passport before {date}",
+    "Travelling to {city} next week",
+]
+
+
+def _unseen(slot: Slot, say: dict[str, list[str]] = UNSEEN_SAY, change: dict[str, list[str]] = UNSEEN_CHANGE) -> None:
+    """Give ``slot`` the held-out phrasings of its kind (UNSEEN_*, or the FRESH_* set)."""
     kind = slot.key if slot.key.startswith("me:") else slot.key.split(":", 1)[1]
     name = slot.key.split(":", 1)[0]
-    slot.say = slot.say + [t.replace("{name}", name) for t in UNSEEN_SAY.get(kind, [])]
-    slot.change = slot.change + [t.replace("{name}", name) for t in UNSEEN_CHANGE.get(kind, [])]
+    slot.say = slot.say + [t.replace("{name}", name) for t in say.get(kind, [])]
+    slot.change = slot.change + [t.replace("{name}", name) for t in change.get(kind, [])]

@@ -19,7 +19,7 @@ from tarsd.store.database import Store
 MEMORY = (
     "# Memory\n\n"
     "## Core\n"
-    "- Lives in Dublin\n"
+    "- Lives in Dublin <!-- tars:2026-01-02 -->\n"
     "- Works at Acme <!-- tars:2026-01-02 chat:cli by:model -->\n"
     "- Moved to Berlin <!-- tars:2026-06-01 -->\n"
     "- I work at Acme\n"
@@ -63,7 +63,7 @@ def test_a_review_proposes_and_changes_nothing(world):
     assert kinds(result.new) == {
         "duplicate": ["Works at Acme"],  # the model's line goes, the user's stays
         "expired": ["Flight to Lisbon on 2020-03-14"],
-        "supersede": ["Lives in Dublin"],  # no date for it: "moved to" is the newer
+        "supersede": ["Lives in Dublin"],  # its stamp is months before Berlin's
     }
     assert (vault / "Memory.md").read_bytes() == before
     assert not (vault / "Memory history").exists()
@@ -291,3 +291,123 @@ def test_two_machines_changes_of_one_number_are_both_recorded_in_a_synced_note(w
     assert theirs.change.id == ours.change.id == 1 and theirs.history == ours.history
     note = (vault / ours.history).read_text(encoding="utf-8")
     assert note.count("· change 1") == 2 and "Flight to Lisbon" in note and "Works at Acme" in note
+
+
+def test_every_change_to_memory_md_dates_its_new_lines_without_a_review(world):
+    """A line without a stamp has no date but when tars first saw it: tars looks at Memory.md after
+    each change (once it is quiet), not only when a review runs, so a first review of a file tars has
+    watched for a year knows when each line appeared."""
+    from harness.daemon import wait_for
+    from tarsd.memory.review_store import line_key
+
+    vault, files, store, _ = world
+    review = MemoryReview(files, store, MemoryConfig(), None, settle_seconds=0.05)
+    try:
+        memory(vault, "# Core\n- Lives in Dublin\n")
+        review.noticed()
+        seen = wait_for(lambda: review.store.seen().get(line_key("Lives in Dublin")), "the first look")
+        assert seen[1] is None  # the first look: written by then, no earlier bound
+        memory(vault, "# Core\n- Lives in Dublin\n- On call this week\n")
+        review.noticed()
+        later = wait_for(lambda: review.store.seen().get(line_key("On call this week")), "the second look")
+        assert later[1] == seen[0]  # written after the look that did not find it
+        assert review.store.seen()[line_key("Lives in Dublin")] == seen  # an old line keeps its dates
+        memory(vault, "")  # an empty file (a sync tool, an editor mid-save) teaches nothing, forgets nothing
+        review.observe()
+        assert set(review.store.seen()) == {line_key("Lives in Dublin"), line_key("On call this week")}
+        assert json.loads(review.store._meta("memory_review_missing") or "{}") == {}
+    finally:
+        review.close()
+
+
+def test_a_line_moved_by_hand_keeps_its_dates_and_one_written_again_is_new(tmp_path):
+    """Cut and pasted (missing at a look, back within the hour), a line keeps its dates: taken for new
+    it would look newer than lines it is older than. Back after longer, it is a line written again."""
+    from tarsd.memory.review_store import MISSING_GRACE
+
+    store = Store(tmp_path / "index.sqlite3")
+    try:
+        seen = ReviewStore(store)
+        seen.observe(["a", "b"], now=1000.0)
+        seen.observe(["b"], now=1060.0)  # "a" cut ...
+        seen.observe(["a", "b"], now=1120.0)  # ... and pasted
+        assert seen.seen()["a"] == (1000.0, None)
+        seen.observe(["b"], now=2000.0)  # "a" deleted
+        seen.observe(["b"], now=2000.0 + MISSING_GRACE + 1)
+        assert "a" not in seen.seen()
+        seen.observe(["a", "b"], now=9000.0)  # typed again: new since the look before
+        assert seen.seen()["a"] == (9000.0, 2000.0 + MISSING_GRACE + 1)
+        assert seen.seen()["b"] == (1000.0, None)
+    finally:
+        store.close()
+
+
+def test_a_first_review_of_a_vault_kept_in_git_dates_the_users_lines_by_their_commits(world):
+    """A file tars never watched being written: its own lines have no stamp and no look dates them,
+    but git does (the commit that brought each line, and the commit before, which did not hold it).
+    The same file without git: nothing can be told, nothing is proposed."""
+    import os
+    import shutil
+    import subprocess
+    import time
+
+    git = shutil.which("git") or pytest.skip("git is not installed: the review then takes no dates from git")
+    vault, _, _, make = world
+    old = "# Core\n- Gym locker: 14\n- On call this week\n" + FILLER
+    new = "# Core\n- Gym locker: 16\n- Gym locker: 14\n- On call this week\n" + FILLER  # the new value above: order says nothing
+    memory(vault, new)
+    first = make().run("terminal")
+    assert first.new == []  # no stamp, no look before: no date, no proposal
+
+    def commit(text: str, days_ago: int) -> None:
+        memory(vault, text)
+        when = f"{int(time.time()) - days_ago * 86400} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+        for args in (["add", "Memory.md"], ["-c", "user.name=me", "-c", "user.email=me@example.org", "commit", "-q", "-m", "notes"]):
+            subprocess.run([git, "-C", str(vault), *args], check=True, env=env, capture_output=True)
+
+    subprocess.run([git, "init", "-q", str(vault)], check=True, capture_output=True)
+    commit(old, 200)
+    commit(new, 30)
+    assert (vault / "Memory.md").read_text() == new
+    second = make().run("terminal")
+    assert kinds(second.new) == {"supersede": ["Gym locker: 14"], "expired": ["On call this week"]}
+    [update] = [p for p in second.new if p.kind == "supersede"]
+    assert update.body["keep"]["text"] == "Gym locker: 16"
+
+
+def test_dates_from_git_run_nothing_the_repository_configures_and_skip_lines_saved_since(world, tmp_path):
+    """The vault's git configuration is the vault's: a text conversion or a file-system monitor in it
+    is never run by the review. A line not committed has no date from git; a Memory.md that is a
+    link is not asked about."""
+    import shutil
+    import subprocess
+
+    from tarsd.memory.review_git import git_dates
+
+    git = shutil.which("git") or pytest.skip("git is not installed: the review then takes no dates from git")
+    vault, _, _, make = world
+    ran = tmp_path / "ran"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    hook.chmod(0o755)
+    subprocess.run([git, "init", "-q", str(vault)], check=True, capture_output=True)
+    memory(vault, "# Core\n- Gym locker: 14\n")
+    (vault / ".gitattributes").write_text("Memory.md diff=evil\n")
+    subprocess.run([git, "-C", str(vault), "add", "Memory.md", ".gitattributes"], check=True, capture_output=True)
+    who = ["-c", "user.name=me", "-c", "user.email=me@example.org"]
+    subprocess.run([git, "-C", str(vault), *who, "commit", "-q", "-m", "one"], check=True, capture_output=True)
+    for key, value in (("diff.evil.textconv", str(hook)), ("core.fsmonitor", str(hook)), ("core.hooksPath", str(tmp_path))):
+        subprocess.run([git, "-C", str(vault), "config", key, value], check=True)
+    for name in ("post-checkout", "post-commit", "pre-commit", "reference-transaction"):
+        (tmp_path / name).write_text(hook.read_text())
+        (tmp_path / name).chmod(0o755)
+    memory(vault, "# Core\n- Gym locker: 16\n- Gym locker: 14\n")  # saved, not committed
+    dates = git_dates(vault, "Memory.md")
+    assert 1 not in dates and dates[2][2] == "- Gym locker: 14"  # the line committed, where it stands now; the new one undated
+    make().run("terminal")
+    assert not ran.exists()
+    (vault / "Elsewhere.md").write_text("- Gym locker: 14\n")
+    (vault / "Memory.md").unlink()
+    (vault / "Memory.md").symlink_to(vault / "Elsewhere.md")
+    assert git_dates(vault, "Memory.md") == {}

@@ -232,3 +232,26 @@ def test_the_repl_asks_about_each_proposal_and_a_reject_is_never_asked_again(fre
     assert re.search(r"rejected #\d+: never proposed again", typed.stdout)
     assert "nothing new to propose (1 found again but proposed before: never twice)" in typed.stdout
     assert (daemon.vault / "Memory.md").read_bytes() == before
+
+
+def test_tarsd_dates_the_lines_of_memory_md_as_they_appear_without_a_review(fresh):
+    """The wiring of the review's looks: a hand edit of Memory.md is noted (when each line appeared)
+    by tarsd on its own, once the file is quiet, with no review asked for."""
+    import apsw
+
+    from tarsd.memory.review_store import line_key
+
+    daemon, _, _ = fresh
+    written = time.time()
+    write_memory(daemon, "# Core\n- Name: Sam\n- Keeps the spare key under the blue pot\n")
+
+    def noted() -> list:
+        conn = apsw.Connection(daemon.env["TARS_DB"], flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            key = line_key("Keeps the spare key under the blue pot")
+            return conn.execute("SELECT first_seen FROM memory_lines_seen WHERE line_key = ?", (key,)).fetchall()
+        finally:
+            conn.close()
+
+    [(first_seen,)] = wait_for(noted, "tarsd to note the new line", deadline=120)
+    assert first_seen >= written - 1

@@ -561,3 +561,30 @@ def test_the_markdown_renderer_builds_elements_and_text_only(web, open_page):
     assert (rendered["strong"], rendered["em"]) == (6000, 6000)
     assert rendered["line"] == [0, len(("**a** " * 5000).rstrip())]
     assert page.evaluate("window.__pwned") is None
+
+
+def test_a_routine_whose_run_is_the_memory_review_says_what_it_runs_and_changes_without_a_prompt(web, open_page):
+    """A routine with review = "memory" has no prompt: the page says what it runs instead, and its
+    form has no prompt field to fill (one filled in would make it a routine it cannot be)."""
+    done = web.daemon.tarsctl("memory", "schedule", "0 18 * * 0", "--deliver", "inbox")
+    assert done.returncode == 0, done.stderr
+    page = open_page()
+    item = page.locator('.routine[data-name="memory-review"]')
+    expect(item.locator(".routine-prompt")).to_have_text(re.compile(r"^Runs the memory review: it proposes changes to Memory\.md"))
+    item.get_by_role("button", name="Edit").click()
+    expect(item.locator("#routine-form")).to_be_visible()
+    expect(page.locator("#routine-prompt")).to_be_hidden()
+    expect(page.locator("#routine-built-in")).to_contain_text("Runs the memory review")
+    page.fill("#routine-schedule", "0 19 * * 0")
+    expect(page.locator("#routine-preview .preview-runs li")).to_have_count(3)
+    page.click("#routine-save")
+    expect(page.locator("#routine-form")).to_be_hidden()
+    expect(item.locator(".routine-schedule")).to_have_text("0 19 * * 0")
+    with web.client() as http:
+        [saved] = http.get("/routines", params={"name": "memory-review"}).json()["routines"]
+        assert (saved["schedule"], saved["review"], saved.get("prompt", "")) == ("0 19 * * 0", "memory", "")
+        page.click("#routine-new")  # a routine of the user's own: the prompt field is back
+        expect(page.locator("#routine-prompt")).to_be_visible()
+        expect(page.locator("#routine-built-in")).to_be_hidden()
+        page.click("#routine-cancel")
+        assert http.delete("/routines/memory-review").status_code == 200

@@ -35,6 +35,15 @@ const RUN_OUTCOMES = {
   interrupted: "interrupted",
 };
 
+// A routine whose run is built in (RoutineInfo.review) instead of a prompt: what it does, for people.
+const BUILT_IN_RUNS = {
+  memory: "Runs the memory review: it proposes changes to Memory.md and changes nothing until you approve them (the Memory review card in the chat).",
+};
+
+function builtInRun(review) {
+  return BUILT_IN_RUNS[review] || `Runs the built-in review “${review}”.`;
+}
+
 function lastRunLine(run) {
   const at = when(run.started_at || run.scheduled_at);
   const late = run.late ? " (late)" : "";
@@ -53,7 +62,8 @@ function renderRoutine(info) {
   head.append(name, el("span", "routine-schedule", info.schedule));
   const state = info.paused ? "paused" : info.next_run ? "next " + when(info.next_run) : "no next run";
   head.append(el("span", "routine-state", state));
-  item.append(head, el("div", "routine-prompt", reminder ? info.text : info.prompt));
+  const body = reminder ? info.text : info.review ? builtInRun(info.review) : info.prompt;
+  item.append(head, el("div", "routine-prompt" + (info.review ? " routine-review" : ""), body));
   const meta = [];
   if (info.last_run) meta.push(lastRunLine(info.last_run));
   if (info.deliver && info.deliver.length) meta.push("to " + info.deliver.join(", "));
@@ -311,6 +321,11 @@ function openForm(info) {
   field("name").disabled = Boolean(info); // a routine keeps its name (remove it and add it again to rename)
   field("schedule").value = info ? info.schedule : "";
   field("prompt").value = info ? info.prompt : "";
+  // A built-in run has no prompt to change: the field would only make the routine one it cannot be.
+  const builtIn = Boolean(info && info.review);
+  for (const node of [field("prompt"), $("routine-prompt-label"), field("prompt-error")]) node.hidden = builtIn;
+  field("built-in").hidden = !builtIn;
+  field("built-in").textContent = builtIn ? builtInRun(info.review) : "";
   field("quiet").checked = Boolean(info && info.quiet);
   const targets = [...new Set([...BASE_TARGETS, ...messengers, ...(info ? info.deliver : [])])];
   ticks(field("deliver"), targets, info ? info.deliver : []);
@@ -413,7 +428,7 @@ async function firstProblem() {
     ["name", "Give it a short name, e.g. morning-brief."],
     ["schedule", "Say when it runs: “30 7 * * 1-5” (07:30 on weekdays) or “every 2h”."],
     ["prompt", "Say what tars is asked at each run."],
-  ];
+  ].filter(([name]) => !(name === "prompt" && editing && editing.review));
   for (const [name, message] of missing) {
     if (!field(name).value.trim()) return [name, message];
   }
