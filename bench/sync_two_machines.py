@@ -45,8 +45,6 @@ from harness.two_machines import (  # noqa: E402
     telegram_config,
     trial_facts,
 )
-from tarsd.sync.coordinator import TICK_SECONDS  # noqa: E402
-from tarsd.vault.heartbeat import STALE_SECONDS  # noqa: E402
 
 
 def _rig(root: Path, telegram: FakeTelegram, pair: SyncthingPair) -> Rig:
@@ -125,7 +123,7 @@ def telegram(rig: Rig, watch: float) -> list[list[object]]:
         asked = time.time()
         rig.telegram.text(ME, "/help")
         answered = rig.telegram.wait_texts(ME, 1, asked)
-        target = 60 if how == "SIGTERM" else STALE_SECONDS + 2 * TICK_SECONDS  # killed: its heartbeat goes stale first
+        target = 60  # the minute, stopped or killed (killed: its heartbeat must go stale first, STALE_SECONDS)
         rows.append(
             [
                 f"... the poller stopped by {how}: the other polls after",

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 FOLDER = ".tars"  # tars's own folder in the vault: heartbeats, the journal, merged conflict copies
 MACHINES = f"{FOLDER}/machines"
 BEAT_SECONDS = 15.0
-STALE_SECONDS = 60.0  # no new beat seen for this long: the machine is taken for stopped
+# No new beat seen for this long: the machine is taken for stopped. Over two beats missed plus a sync
+# tool's usual delay, so a killed poller is replaced within a minute (40 + the 5 s look + the delay).
+STALE_SECONDS = 40.0
 MAX_BYTES = 64 * 1024  # a heartbeat larger than this is not tars's
 _ID = re.compile(r"[a-z0-9]{8,32}")
 
