@@ -1,7 +1,9 @@
-"""Routines at rest: what 1,000 routines cost tarsd in start-up time, idle memory and wake-ups.
+"""Routines at rest and at work: what 1,000 routines cost tarsd in start-up time, idle memory and
+wake-ups, and whether tarsd stays responsive with 10,000 routines and one firing all the time.
 
     python bench/routines.py [--routines 1000] [--starts 3] [--idle-seconds 120] [--strace-seconds 120]
     python bench/routines.py --clock-only [--routines 1000]
+    python bench/routines.py --busy [--routines 10000] [--every-seconds 1] [--busy-seconds 60]
 
 Every figure comes from real tarsd processes (bench/daemon_latency.py's Daemon) on a temporary
 one-note vault, embedder none, the routines' time zone UTC, with a routines.toml of none or of
@@ -12,8 +14,9 @@ minutes before now to EXCLUDED_HOURS after it, and every entry is created at the
 has a missed run to catch up on either.
 
 - start-up: from the exec of tarsd to its socket answering a status request, its log saying it
-  serves (written once the routines' clock is started), and a routines request answering with
-  every routine and its next run: the median of ``--starts`` starts each (none and the routines
+  serves (written once the routines' clock is started), its status counting every routine with
+  one next, and then a routines request answering with every routine and its next run: the
+  median of ``--starts`` starts each (none and the routines
   alternating, after one warm-up start), each on a fresh state folder.
 - idle RSS: VmRSS once the first sync is done and tarsd has been idle ``--idle-seconds``.
 - wake-ups per idle hour, measured over an idle window in which nothing is asked of tarsd:
@@ -29,10 +32,20 @@ has a missed run to catch up on either.
   of the event loop, and more context switches: the measure sees a routine that is due).
 
 - the clock's own work (``--clock-only`` alone, or after the rest): the routines' clock in this
-  process on a real Book and Ledger (a temporary index database), timed as tarsd runs it on its
-  event loop: its start (reading the file, catching up, arming), a re-arm (after each fire and
-  each change of the file) and the check of the reconcile tick. The loop serves nothing else
-  meanwhile.
+  process on a real Book and Ledger (a temporary index database), timed as tarsd runs it: its
+  start (reading the file and computing every routine's times, in a worker thread, then arming),
+  what one fire holds the event loop for (the due routine's next time computed and pushed on the
+  heap, its claim handed to a worker thread), what a change of the file holds the loop for (the
+  file read and the changed routine's times computed in a worker thread; the loop only applies
+  them) and the check of the reconcile tick.
+
+- busy (``--busy``): one tarsd with ``--routines`` routines (default 10,000, the mix above) and one
+  reminder ``every --every-seconds`` (default 1 s, at or below any minimum interval; its
+  runs_per_day set high, so that every fire posts a message to the inbox): the start-up (exec to
+  every routine listed with its next run), pings answered over ``--busy-seconds`` while the
+  reminder fires (a client sends one every 50 ms and times its answer: the event loop's
+  responsiveness; p50, p99, max), and `tarsctl routines` listing every routine: the whole
+  command as a user types it (a new tarsctl process), median of 3, and the request alone.
 
 The claim measured (docs/routines.md): an idle tarsd with routines wakes only when one is due,
 one timer for the earliest routine and one for the earliest delivery retry, no polling.
@@ -61,7 +74,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import log, met, print_table  # noqa: E402
-from daemon_latency import Daemon, load  # noqa: E402
+from daemon_latency import Daemon, cpu_seconds, load  # noqa: E402
 
 from tarsctl.client import Client, RemoteError  # noqa: E402
 from tarsctl.protocol import Routines, Status  # noqa: E402
@@ -69,6 +82,9 @@ from tarsctl.transport import DaemonNotRunning  # noqa: E402
 
 # ---- targets ----
 STARTUP_ADDED_SECONDS = 0.5  # what --routines routines may add to tarsd's start-up
+BUSY_PING_P99_MS = 50.0  # busy: a ping's answer while a routine fires every --every-seconds beside 10,000
+BUSY_START_SECONDS = 5.0  # busy: exec to every routine listed with its next run
+BUSY_LIST_SECONDS = 2.0  # busy: `tarsctl routines` listing every routine, the whole command
 IDLE_RSS_ADDED_MIB = 10.0
 # The routines may add no wake-ups: their figure may exceed none's by its noise at most, which is the
 # spread between the two runs of none, and at least NOISE_FLOOR of none's figure (two runs that
@@ -83,6 +99,9 @@ START_POLL_SECONDS = 0.005
 READY_DEADLINE_SECONDS = 120.0
 SETTLE_SECONDS = 5.0  # after the first sync, before an idle window: the start's garbage and threads settle
 MAX_ROUTINES = 20_000
+PING_EVERY_SECONDS = 0.05
+BUSY_POLL_SECONDS = 0.05
+LIST_REPEATS = 3
 CLOCK_REPEATS = 5
 SERVING = re.compile(r"tarsd \S+ serving ")
 # The blocking calls a thread returns from when it wakes (strace -f, one line per call).
@@ -132,6 +151,15 @@ def routines_file(count: int, now: datetime) -> dict:
     return {table: found for table, found in entries.items() if found}
 
 
+def busy_file(count: int, every_seconds: int, now: datetime) -> dict:
+    """``count`` routines (the mix of ``routines_file``) and one reminder every ``every_seconds``,
+    allowed to fire all day (runs_per_day far above what the bench's minutes need)."""
+    entries = routines_file(count, now)
+    pulse = {"schedule": f"every {every_seconds} s", "text": "Pulse.", "runs_per_day": 1_000_000, "created": now.replace(microsecond=0)}
+    entries.setdefault("reminder", {})["pulse"] = pulse
+    return entries
+
+
 def every_minute_file(now: datetime) -> dict:
     return {"reminder": {"tea": {"schedule": "every 1 min", "text": "Tea.", "created": now.replace(microsecond=0)}}}
 
@@ -142,14 +170,16 @@ def every_minute_file(now: datetime) -> dict:
 class Case:
     """A tarsd with a given routines file, on its own fresh state folder."""
 
-    def __init__(self, root: Path, vault: Path, pycache: Path, name: str, routines: dict):
+    def __init__(self, root: Path, vault: Path, pycache: Path, name: str, routines: dict, poll_seconds: float = START_POLL_SECONDS):
         self.name = name
+        self.poll_seconds = poll_seconds  # between two readiness checks while it starts
         self.state = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
         self.daemon = Daemon(vault, 1, "none", 100, self.state)
         # Bytecode cached (this machine sets PYTHONDONTWRITEBYTECODE), as an installed tarsd's is.
         self.daemon.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.daemon.env["PYTHONPYCACHEPREFIX"] = str(pycache)
-        (self.state / "config.toml").write_text('[routines]\ntimezone = "UTC"\n')
+        # The minimum interval at 1 s (the least it may be set to): --busy's reminder every --every-seconds is at it or above.
+        (self.state / "config.toml").write_text('[routines]\ntimezone = "UTC"\nmin_interval_seconds = 1\n')
         (self.state / "routines.toml").write_text(tomli_w.dumps(routines))
         self.expected = sum(len(table) for table in routines.values())
 
@@ -180,21 +210,26 @@ class Case:
                         continue
                 if self._ready(client):
                     return time.perf_counter() - began
-                time.sleep(START_POLL_SECONDS)
+                time.sleep(self.poll_seconds)
         finally:
             if client is not None:
                 client.__exit__(None, None, None)
 
     def _ready(self, client: Client) -> bool:
-        client.call(Status(id=client.next_id()))
+        """Serving, and every routine listed with its next run. Status (cheap) is asked until its
+        routines are all counted and one is next, then the listing of every routine once (a
+        listing every few milliseconds would be most of what tarsd does while it starts)."""
+        status = client.call(Status(id=client.next_id())).routines
         if not SERVING.search(self.daemon.log_path.read_text(errors="replace")):
+            return False
+        if status.problem:
+            raise RuntimeError(f"tarsd [{self.name}] could not use the routines file: {status.problem}")
+        if self.expected and (status.routines + status.reminders != self.expected or not status.next_at):
             return False
         try:
             reply = client.call(Routines(id=client.next_id()))
         except RemoteError as exc:
             raise RuntimeError(f"tarsd [{self.name}] refused the routines request: {exc}") from exc
-        if reply.problem:
-            raise RuntimeError(f"tarsd [{self.name}] could not use the routines file: {reply.problem}")
         return len(reply.routines) == self.expected and all(r.next_run > 0 for r in reply.routines)
 
     def wait_synced(self) -> None:
@@ -340,7 +375,8 @@ def waits_returned(trace: str) -> dict[int, Counter]:
 
 
 def clock_cost(n: int, repeats: int = CLOCK_REPEATS) -> dict[str, float]:
-    """Milliseconds (median of ``repeats``) the routines' clock holds the event loop with n routines."""
+    """Milliseconds (median of ``repeats``) of the routines' clock with n routines and one reminder
+    every second: its start, what a fire and a change of the file hold the event loop for, a check."""
     import asyncio
     from zoneinfo import ZoneInfo
 
@@ -349,32 +385,65 @@ def clock_cost(n: int, repeats: int = CLOCK_REPEATS) -> dict[str, float]:
     from tarsd.routines.ledger import Ledger
     from tarsd.store.database import Store
 
-    async def fire(*_) -> None:  # nothing is due: never called
-        raise AssertionError("a routine fired in the clock's bench")
+    class Timed(RoutineClock):
+        """The clock, timing what it does on the event loop: a fire (_on_timer) and applying a change (_apply)."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.on_timer: list[float] = []
+            self.applied: list[float] = []
+
+        def _on_timer(self) -> None:
+            began = time.perf_counter()
+            super()._on_timer()
+            self.on_timer.append(time.perf_counter() - began)
+
+        def _apply(self, *args, **kwargs) -> None:
+            began = time.perf_counter()
+            super()._apply(*args, **kwargs)
+            self.applied.append(time.perf_counter() - began)
 
     async def timed() -> dict[str, list[float]]:
-        times: dict[str, list[float]] = {"start": [], "rearm": [], "check": []}
+        times: dict[str, list[float]] = {"start": [], "fire": [], "change": [], "change_loop": [], "check": []}
         with tempfile.TemporaryDirectory(prefix="tars-routines-clock-") as scratch:
             root = Path(scratch)
-            (root / "routines.toml").write_text(tomli_w.dumps(routines_file(n, datetime.now(UTC))))
             store = Store(root / "index.sqlite3")
             try:
                 for _ in range(repeats):
+                    path = root / "routines.toml"
+                    path.write_text(tomli_w.dumps(busy_file(n, 1, datetime.now(UTC))))
                     utc = ZoneInfo("UTC")
-                    book = Book(root / "routines.toml", utc)
-                    clock = RoutineClock(book, Ledger(store), utc, fire, timedelta(hours=24), timedelta(minutes=120))
+                    book = Book(path, utc)
+                    ledger = Ledger(store)
+
+                    async def fire(routine, when, late, ledger=ledger) -> None:
+                        run = await asyncio.to_thread(ledger.run_for, routine.name, when.timestamp())
+                        await asyncio.to_thread(ledger.finish, run.id, "reminded")
+
+                    clock = Timed(book, ledger, utc, fire, timedelta(hours=24), timedelta(minutes=120))
                     began = time.perf_counter()
                     await clock.start()
                     times["start"].append(time.perf_counter() - began)
+                    applied = len(clock.applied)
+                    deadline = time.monotonic() + 30
+                    while len(clock.on_timer) < 4:  # the reminder every second fires
+                        if time.monotonic() > deadline:
+                            raise RuntimeError("the reminder every second did not fire")
+                        await asyncio.sleep(0.05)
+                    times["fire"].append(statistics.median(clock.on_timer))
+                    # A change written through the book, as tarsd does (in a worker thread): the clock hears of it.
                     began = time.perf_counter()
-                    clock.rearm()
-                    times["rearm"].append(time.perf_counter() - began)
+                    await asyncio.to_thread(book.update, "cron-00000", prompt="A new prompt.")
+                    await clock.refresh()
+                    times["change"].append(time.perf_counter() - began)
+                    if len(clock.applied) <= applied:
+                        raise RuntimeError("the clock did not read the change of the file")
+                    times["change_loop"].append(clock.applied[-1])
                     began = time.perf_counter()
                     clock.check()
                     times["check"].append(time.perf_counter() - began)
-                    if clock.timer is None:
-                        raise RuntimeError("the clock armed no timer for the routines")
                     await clock.stop()
+                    path.unlink()
             finally:
                 store.close()
         return times
@@ -385,13 +454,107 @@ def clock_cost(n: int, repeats: int = CLOCK_REPEATS) -> dict[str, float]:
 def report_clock(n: int) -> None:
     cost = clock_cost(n)
     print_table(
-        ["the clock's work on the event loop", f"{n:,} routines, ms (median of {CLOCK_REPEATS})"],
+        ["the clock's work", f"{n:,} routines + 1 every second, ms (median of {CLOCK_REPEATS})"],
         [
-            ["start: read the file, catch up, arm", f"{cost['start']:.1f}"],
-            ["re-arm: after each fire and each change of the file", f"{cost['rearm']:.1f}"],
-            ["check: the reconcile tick's, nothing changed", f"{cost['check']:.3f}"],
+            ["start: read the file, compute every routine's times (worker thread), arm", f"{cost['start']:.1f}"],
+            ["a fire: the event loop held (the due routine's next time, the heap, its claim handed on)", f"{cost['fire']:.3f}"],
+            [
+                "a change written through the book: the file written, read again, what changed computed (worker threads)",
+                f"{cost['change']:.1f}",
+            ],
+            ["    of which the event loop held (applying the change)", f"{cost['change_loop']:.1f}"],
+            ["check: the reconcile tick's (a stat handed to a worker thread)", f"{cost['check']:.3f}"],
         ],
-        title="The routines' clock in this process (a real Book and Ledger; tarsd runs the same on its event loop)",
+        title="The routines' clock in this process (a real Book and Ledger; tarsd runs the same)",
+    )
+
+
+# ---- busy ----
+
+
+def run_busy(n: int, every_seconds: int, seconds: float) -> None:
+    """One tarsd with n routines and a reminder every ``every_seconds``: start-up, pings while it
+    fires, and the listing of every routine (the module's docstring)."""
+    from tarsctl.protocol import Inbox, Ping
+
+    with tempfile.TemporaryDirectory(prefix="tars-routines-busy-") as scratch:
+        root = Path(scratch)
+        vault = root / "vault"
+        vault.mkdir()
+        (vault / "Note.md").write_text("# Note\n\nA note.\n")
+        # tarsd with no routine first (twice: the first compiles the bytecode): the routines' figures are beside it.
+        for k in range(2):
+            bare = Case(root, vault, root / "pycache", f"busy-none-{k}", {}, poll_seconds=BUSY_POLL_SECONDS)
+            try:
+                bare_started = bare.start()
+                bare_cpu = cpu_seconds(bare.daemon.pid)
+            finally:
+                bare.stop()
+        # Asked every 50 ms while it starts: each status request with 10,000 routines is work of its own.
+        case = Case(root, vault, root / "pycache", "busy", busy_file(n, every_seconds, datetime.now(UTC)), poll_seconds=BUSY_POLL_SECONDS)
+        try:
+            started = case.start()
+            started_cpu = cpu_seconds(case.daemon.pid)  # what the start cost, whatever else the machine did meanwhile
+            log(f"[busy] {n:,} routines + 1 every {every_seconds} s: ready after {started:.3f} s ({started_cpu:.2f} s of CPU)")
+            case.wait_synced()
+            with case.daemon.client() as client:
+                before = client.call(Inbox(id=client.next_id(), limit=1)).unread
+                pings: list[float] = []
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    began = time.perf_counter()
+                    client.call(Ping(id=client.next_id()))
+                    pings.append(time.perf_counter() - began)
+                    time.sleep(max(0.0, PING_EVERY_SECONDS - (time.perf_counter() - began)))
+                fired = client.call(Inbox(id=client.next_id(), limit=1)).unread - before
+                requests = []
+                for _ in range(LIST_REPEATS):
+                    began = time.perf_counter()
+                    listed = client.call(Routines(id=client.next_id()))
+                    requests.append(time.perf_counter() - began)
+            commands = []
+            for _ in range(LIST_REPEATS):
+                began = time.perf_counter()
+                ran = subprocess.run(
+                    [sys.executable, "-m", "tarsctl", "routines"], env=case.daemon.env, capture_output=True, text=True, timeout=120
+                )
+                commands.append(time.perf_counter() - began)
+                if ran.returncode != 0 or ran.stdout.count("\n") < n:
+                    raise RuntimeError(f"tarsctl routines failed ({ran.returncode}): {ran.stderr[-1000:]}")
+        finally:
+            case.stop()
+    ms = sorted(p * 1000 for p in pings)
+    p50, p99 = statistics.median(ms), ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
+    command, request = statistics.median(commands), statistics.median(requests)
+    print_table(
+        ["what", "measured", "target", "met"],
+        [
+            [
+                "start-up: exec to every routine listed with its next run, s",
+                f"{started:.3f}",
+                f"< {BUSY_START_SECONDS:g}",
+                met(started < BUSY_START_SECONDS),
+            ],
+            ["    tarsd's CPU time by then (user + system), s: the start's cost without the machine's load", f"{started_cpu:.2f}", "", ""],
+            ["    the same with no routine: wall / CPU, s", f"{bare_started:.3f} / {bare_cpu:.2f}", "", ""],
+            [
+                f"ping while it fires, p99 ms ({len(ms):,} pings over {seconds:.0f} s)",
+                f"{p99:.1f}",
+                f"< {BUSY_PING_P99_MS:g}",
+                met(p99 < BUSY_PING_P99_MS),
+            ],
+            ["    p50 / max, ms", f"{p50:.1f} / {ms[-1]:.1f}", "", ""],
+            [
+                f"`tarsctl routines` listing all {len(listed.routines):,}, the whole command, s (median of {LIST_REPEATS})",
+                f"{command:.3f}",
+                f"< {BUSY_LIST_SECONDS:g}",
+                met(command < BUSY_LIST_SECONDS),
+            ],
+            ["    the request alone, s", f"{request:.3f}", "", ""],
+            [f"the reminder's messages in the {seconds:.0f} s (due {seconds / every_seconds:.0f} times)", f"{fired:,}", "", ""],
+        ],
+        title=f"tarsd with {n:,} routines and a reminder every {every_seconds} s "
+        f"({os.cpu_count()} cores, Python {sys.version.split()[0]}, {load()})",
     )
 
 
@@ -405,7 +568,14 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=120.0)
     parser.add_argument("--strace-seconds", type=float, default=None, help="the strace window (default: --idle-seconds; 0: none)")
     parser.add_argument("--clock-only", action="store_true", help="only the clock's own work, in this process")
+    parser.add_argument(
+        "--busy", action="store_true", help="only the busy tarsd: --routines (default 10,000) and one every --every-seconds"
+    )
+    parser.add_argument("--every-seconds", type=int, default=1, help="busy: the reminder's interval (at or below the minimum interval)")
+    parser.add_argument("--busy-seconds", type=float, default=60.0, help="busy: how long pings are timed while it fires")
     args = parser.parse_args()
+    if args.busy and args.routines == parser.get_default("routines"):
+        args.routines = 10_000
     if not 1 <= args.routines <= MAX_ROUTINES or args.starts < 1 or args.idle_seconds < 10:
         parser.error(f"--routines must be 1 to {MAX_ROUTINES:,}, --starts at least 1 and --idle-seconds at least 10")
     strace_seconds = args.idle_seconds if args.strace_seconds is None else args.strace_seconds
@@ -415,6 +585,12 @@ def main() -> None:
     n = args.routines
     log(load())
     if args.clock_only:
+        report_clock(n)
+        return
+    if args.busy:
+        if args.every_seconds < 1 or args.busy_seconds < 10:
+            parser.error("--every-seconds must be 1 or more and --busy-seconds at least 10")
+        run_busy(n, args.every_seconds, args.busy_seconds)
         report_clock(n)
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks stop every tarsd

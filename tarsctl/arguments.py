@@ -88,6 +88,7 @@ def full_parser() -> argparse.ArgumentParser:
     tools.add_argument("--json", action="store_true", help="every field, as one JSON object")
 
     _add_routine_commands(commands)
+    _add_memory_commands(commands)
 
     status = commands.add_parser("status", help="show what the daemon is doing")
     status.add_argument("--json", action="store_true", help="every field, as one JSON object")
@@ -103,6 +104,33 @@ def full_parser() -> argparse.ArgumentParser:
 # `tarsctl routines --json show X` and `tarsctl routines show X --json` alike: an action's own
 # --json sets the flag only when given (its default would overwrite the one given before the action).
 _ALSO_HERE = {"action": "store_true", "default": argparse.SUPPRESS, "help": "the reply, every field, as one JSON object"}
+
+
+def _add_memory_commands(commands) -> None:
+    """memory: the memory review (docs/memory.md#the-memory-review)."""
+    memory = commands.add_parser(
+        "memory",
+        help="the memory review: proposals to keep Memory.md small and true, each yours to approve or reject; undo",
+        description="review: review Memory.md now (on a terminal, decide each proposal); proposals: those waiting; "
+        "approve|reject N... or --kind KIND; undo [N]: undo a change (the last by default); "
+        'schedule "CRON": run the review on a schedule.',
+    )
+    memory.add_argument("memory_action", choices=("review", "proposals", "approve", "reject", "undo", "schedule"), metavar="ACTION")
+    memory.add_argument("rest", nargs="*", help="proposal numbers (approve, reject), a change number (undo), a schedule (schedule)")
+    memory.add_argument(
+        "--kind", default="", choices=("", "duplicate", "supersede", "expired", "budget", "missing"), help="all waiting of a kind"
+    )
+    memory.add_argument("--no-sessions", action="store_true", help="review: without reading the session logs with the model")
+    memory.add_argument("--provider", choices=("ollama", "anthropic"), default="")
+    memory.add_argument("--model", default="")
+    memory.add_argument(
+        "--deliver",
+        action="append",
+        default=[],
+        choices=("inbox", "telegram", "whatsapp", "note"),
+        help="schedule: where it says what it found",
+    )
+    memory.add_argument("--json", action="store_true", help="review, proposals: the reply, every field, as one JSON object")
 
 
 def _add_routine_commands(commands) -> None:
@@ -272,10 +300,13 @@ def settle(args: argparse.Namespace) -> str | None:
     if args.command == "inbox" and not 1 <= args.limit <= 1000:
         return "-n must be between 1 and 1000"
     if args.command == "remind":
-        from tarsctl.routine_times import WHEN_FORMS, split_when
+        from tarsctl.routine_times import WHEN_FORMS, split_when, when_problem
 
         args.when, words = split_when([utf8(args.when), *args.text])
         args.text = " ".join(words).strip()
+        problem = when_problem(args.when)
+        if problem:
+            return f"{problem}: tarsctl remind in 20 min tea"
         if not args.text:
             return f"say what to remind you of after WHEN ({WHEN_FORMS}): tarsctl remind in 20 min tea"
     if args.command == "forget" and not 1 <= args.limit <= 50:
@@ -328,7 +359,7 @@ def _add_setup_commands(commands) -> None:
     )
 
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(h|d|w|m|y)$")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|d|w|m|y)")
 _DURATION_SECONDS = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
 
 
@@ -343,7 +374,7 @@ def parse_when(text: str, now: float | None = None) -> float:
     if value in ("today", "yesterday"):
         midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
         return (midnight - timedelta(days=1 if value == "yesterday" else 0)).timestamp()
-    if match := _DURATION.match(value):
+    if match := _DURATION.fullmatch(value):
         return now - float(match.group(1)) * _DURATION_SECONDS[match.group(2)]
     try:
         return datetime.fromisoformat(text.strip()).timestamp()

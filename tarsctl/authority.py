@@ -32,6 +32,7 @@ from tarsctl.protocol import (
     Cancel,
     Chat,
     ConversationHistory,
+    DecideMemoryProposals,
     DecideRule,
     DecideToolCall,
     EndConversation,
@@ -42,9 +43,13 @@ from tarsctl.protocol import (
     Links,
     ListConversations,
     ListTools,
+    MemoryProposals,
+    MemoryReview,
+    MemoryUndo,
     Message,
     PendingRules,
     Ping,
+    PreviewSchedule,
     ReadNote,
     Related,
     Remember,
@@ -71,7 +76,7 @@ class Principal(StrEnum):
 
 
 class Right(StrEnum):
-    READ = "read"  # search, read notes, links, session logs, status, the tool list, pending proposals
+    READ = "read"  # search, read notes, links, session logs, status, the tool list, pending proposals, a schedule's preview
     CONVERSE = "converse"  # chat with the model, read back and end conversations, feedback, ask for a review
     REMEMBER_AS_USER = "remember_as_user"  # write, replace or remove a memory line as the user's own
     PROPOSE = "propose"  # note a line stamped by:model; propose a rule or a change to another's line
@@ -147,6 +152,13 @@ def _inbox(request: Inbox) -> frozenset[Right]:
     return frozenset({Right.READ, Right.CONVERSE} if request.mark_read or request.mark_all_read else {Right.READ})
 
 
+def _memory_review(request: MemoryReview) -> frozenset[Right]:
+    # A review proposes and changes nothing: asking for one is conversing (a routine may). Scheduling
+    # one writes the routines file. Deciding its proposals and undoing what they changed is writing
+    # the user's memory lines as the user's: the user's, at the terminal, on the page or the phone.
+    return frozenset({Right.CONVERSE, Right.SCHEDULE} if request.schedule.strip() else {Right.CONVERSE})
+
+
 def _always(*rights: Right) -> Callable[[Message], frozenset[Right]]:
     fixed = frozenset(rights)
     return lambda _request: fixed
@@ -183,6 +195,11 @@ NEEDS: dict[type[Message], Callable[[Message], frozenset[Right]]] = {
     RoutineAction: _routine_action,
     Remind: _always(Right.REMIND),
     Inbox: _inbox,
+    PreviewSchedule: _always(Right.READ),  # reads a schedule and says when it would run: saves nothing
+    MemoryReview: _memory_review,
+    MemoryProposals: _always(Right.READ),
+    DecideMemoryProposals: _always(Right.REMEMBER_AS_USER),
+    MemoryUndo: _always(Right.REMEMBER_AS_USER),
 }
 
 _WHO = {

@@ -35,9 +35,8 @@ def whatsapp(config: Any, settings: Any, config_file: Path, http_get: HttpGet) -
     """[whatsapp]: the HTTP listener it is served on, the settings, the three secret files, and a
     GET of ``{graph_url}/{phone_number_id}`` with the access token: Meta answers it with the
     business number when the id is right and the token may see it."""
-    from tarsd.channels.secrets import SecretFile
-    from tarsd.channels.whatsapp_setup import allowed_senders, config_problems, secret_paths
-    from tarsd.tools.secret_files import SecretFileError
+    from tarsd.setup.private_files import SecretFile, SecretFileError
+    from tarsd.setup.whatsapp import allowed_senders, config_problems, secret_paths
 
     found: list[Finding] = []
     if not config.http.enabled:
@@ -105,54 +104,48 @@ def whatsapp(config: Any, settings: Any, config_file: Path, http_get: HttpGet) -
 def telegram(config: Any, settings: Any, config_file: Path, http_get: HttpGet) -> list[Finding]:
     """[telegram]: the settings (numeric user ids, addresses), the token file (and the webhook's
     secret file in webhook mode), and ``getMe`` with the token: the Bot API answers it with the bot
-    when the token is right."""
-    from tarsd.channels.secrets import SecretFile
-    from tarsd.channels.telegram import TOKEN_FILE, WEBHOOK_SECRET_FILE, Telegram
-    from tarsd.tools.secret_files import SecretFileError
+    when the token is right. Never the token in what is shown: doctor's output is pasted into bug
+    reports, and the Bot API's error texts may quote the address the token is part of."""
+    from tarsd.setup.private_files import SecretFile, SecretFileError
+    from tarsd.setup.telegram import allowed_users, config_problems, redact, secret_paths
 
-    found: list[Finding] = []
-    for problem in Telegram._check(settings):
-        found.append(("problem", problem, ""))
-    folder = Path(config_file).expanduser().parent
-    token_path = Path(settings.token_file).expanduser() if settings.token_file else folder / TOKEN_FILE
-    token_file = SecretFile(
-        token_path, "[telegram] token_file", f"write the token @BotFather gave your bot on its first line, then `chmod 600 {token_path}`"
-    )
-    files = [token_file]
-    if settings.webhook_url:
-        if not config.http.enabled:
-            found.append(
-                (
-                    "problem",
-                    "webhook_url is set, but the webhook is served on the HTTP listener, which is off",
-                    "set [http] enabled = true, or empty webhook_url to poll",
-                )
+    found: list[Finding] = [("problem", problem, "") for problem in config_problems(settings)]
+    if settings.webhook_url and not config.http.enabled:
+        found.append(
+            (
+                "problem",
+                "webhook_url is set, but the webhook is served on the HTTP listener, which is off",
+                "set [http] enabled = true, or empty webhook_url to poll",
             )
-        secret = Path(settings.webhook_secret_file).expanduser() if settings.webhook_secret_file else folder / WEBHOOK_SECRET_FILE
-        files.append(
-            SecretFile(secret, "[telegram] webhook_secret_file", f"write a random word on its first line, then `chmod 600 {secret}`")
         )
-    found += [("problem", problem, "") for problem in (file.problem() for file in files) if problem]
+    files = {key: SecretFile(*paths) for key, paths in secret_paths(settings, config_file).items()}
+    found += [("problem", problem, "") for problem in (file.problem() for file in files.values()) if problem]
+    token_file = files["token_file"]
     try:
         token = token_file.get()
     except SecretFileError:
         return found  # said above
     api = settings.api_url.rstrip("/")
     status, body, error = http_get(f"{api}/bot{token}/getMe", None)
-    where = f"{api}/bot<token>/getMe"  # never the token itself: doctor's output is pasted into bug reports
+    where = f"{api}/bot<token>/getMe"
     if status is None:
-        found.append(("problem", f"the Bot API cannot be reached at {where} ({error})", "check the network, or [telegram] api_url"))
+        found.append(
+            ("problem", f"the Bot API cannot be reached at {where} ({redact(error, [token])})", "check the network, or [telegram] api_url")
+        )
         return found
     answer = _json(body)
+    said = redact(str(answer.get("description", ""))[:200], [token])
     bot = answer.get("result") if isinstance(answer.get("result"), dict) else {}
     if status == 200 and answer.get("ok") is True:
         name = bot.get("username", "")
         summary = f"the Bot API knows the token: the bot @{name}" if name else "the Bot API knows the token"
-        users = len([u for u in settings.allowed_users if str(u).strip().isdigit()])
+        users = allowed_users(settings)
         found.append(
             (
                 "ok",
-                summary + f"; {users} allowed user{'s' * (users != 1)}; " + ("webhook mode" if settings.webhook_url else "long polling"),
+                summary
+                + f"; {len(users)} allowed user{'s' * (len(users) != 1)}; "
+                + ("webhook mode" if settings.webhook_url else "long polling"),
                 "",
             )
         )
@@ -160,14 +153,12 @@ def telegram(config: Any, settings: Any, config_file: Path, http_get: HttpGet) -
         found.append(
             (
                 "problem",
-                f"the Bot API refused the token in {token_path} (HTTP {status}: {str(answer.get('description', ''))[:200]})",
+                f"the Bot API refused the token in {token_file.path} (HTTP {status}: {said})",
                 "ask @BotFather for the bot's token (/token), write it on the file's first line, mode 600",
             )
         )
     else:
-        found.append(
-            ("problem", f"the Bot API answered HTTP {status} to getMe: {str(answer.get('description', ''))[:200]}", "try again later")
-        )
+        found.append(("problem", f"the Bot API answered HTTP {status} to getMe: {said}", "try again later"))
     return found
 
 

@@ -42,6 +42,7 @@ HELP = """\
   /remember FACT    save a fact to Memory.md    /forget TEXT   remove a line from Memory.md
   /w [NOTE]         last answer was wrong       /r [NOTE]      last answer was good
   /review           turn feedback into rules    /rules         approve or reject rules the model proposed
+  /review memory    review Memory.md: duplicates, updates, expired lines, facts from session logs; you decide each
   /routines         routines and reminders      /remind WHEN TEXT  a reminder (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
   /new              log this conversation and start a new one
   /help             this help                   /exit          log the conversation and quit (Ctrl-D too)
@@ -340,6 +341,14 @@ def _command(session: ChatSession, line: str) -> bool:
             forget(session.client, rest, "semantic", session.out, session.err, ask=input)
     elif name in ("/w", "/r"):
         session.feedback(name == "/r", rest)
+    elif name == "/review" and rest.lower() == "memory":
+        from tarsctl.memory_view import decide_each, print_review
+        from tarsctl.protocol import MemoryReview
+
+        reply = session.client.call(MemoryReview(id=session.client.next_id(), provider=session.provider, model=session.model))
+        print_review(reply, session.out, listed=False)
+        if reply.waiting:
+            decide_each(session.client, reply.waiting, input, session.out)
     elif name == "/review":
         session.review(input)
     elif name == "/rules":

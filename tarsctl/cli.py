@@ -266,10 +266,12 @@ def _status(client: Client, args) -> int:
     for channel in reply.channels:
         lines.append(_channel_line(channel))
     from tarsctl.routines_view import status_lines as routine_lines
+    from tarsctl.sync_view import status_lines as sync_lines
     from tarsctl.tools_view import status_lines
 
     lines.extend(status_lines(reply.tool_servers, reply.tool_calls))
     lines.extend(routine_lines(reply.routines))
+    lines.extend(sync_lines(reply.sync))
     attention = {state: n for state, n in reply.health.items() if n}
     if attention:
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in attention.items())
@@ -430,6 +432,12 @@ def _inbox(client: Client, args) -> int:
     return inbox_command(client, args)
 
 
+def _memory(client: Client, args) -> int:
+    from tarsctl.memory_view import memory_command
+
+    return memory_command(client, args, ask=input if _interactive() else None)
+
+
 def _review(client: Client, args) -> int:
     from tarsctl.chat import ChatSession
 
@@ -455,6 +463,7 @@ COMMANDS = {
     "routines": _routines,
     "remind": _remind,
     "inbox": _inbox,
+    "memory": _memory,
 }
 
 if __name__ == "__main__":  # the full client alone; `python -m tarsctl` is the command as installed

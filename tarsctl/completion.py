@@ -6,7 +6,7 @@ BASH_COMPLETION = """\
 _tarsctl() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
     local commands="chat search links backlinks related remember forget review rules routines remind inbox index status
-        tools ping stop completion doctor service config mcp http"
+        tools ping stop completion doctor service config mcp http memory"
     case "$prev" in
         --mode) COMPREPLY=($(compgen -W "hybrid fts vec" -- "$cur")); return ;;
         --provider) COMPREPLY=($(compgen -W "ollama anthropic" -- "$cur")); return ;;
@@ -16,6 +16,8 @@ _tarsctl() {
         config) COMPREPLY=($(compgen -W "path show" -- "$cur")); return ;;
         http) COMPREPLY=($(compgen -W "token url" -- "$cur")); return ;;
         routines) COMPREPLY=($(compgen -W "list show add edit pause resume rm run" -- "$cur")); return ;;
+        memory) COMPREPLY=($(compgen -W "review proposals approve reject undo schedule" -- "$cur")); return ;;
+        --kind) COMPREPLY=($(compgen -W "duplicate supersede expired budget missing" -- "$cur")); return ;;
         --to|--deliver) COMPREPLY=($(compgen -W "inbox telegram whatsapp note" -- "$cur")); return ;;
         index) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
@@ -39,6 +41,7 @@ _tarsctl() {
                 --tokens-per-run --grace --note --heading" -- "$cur")) ;;
             remind) COMPREPLY=($(compgen -W "--to --json" -- "$cur")) ;;
             inbox) COMPREPLY=($(compgen -W "--all --limit --keep-unread --json" -- "$cur")) ;;
+            memory) COMPREPLY=($(compgen -W "--kind --no-sessions --provider --model --deliver --json" -- "$cur")) ;;
             http) COMPREPLY=($(compgen -W "--rotate" -- "$cur")) ;;
             doctor) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
         esac
@@ -60,7 +63,8 @@ _tarsctl() {
               ping:'check the daemon answers' stop:'stop the daemon'
               completion:'print a completion script' doctor:'check the setup' service:'run tarsd always'
               config:'show the configuration' mcp:'serve tars to AI tools over MCP (stdio)'
-              http:'the HTTP token and the web page address')
+              http:'the HTTP token and the web page address'
+              memory:'the memory review: proposals, approve, reject, undo')
     if (( CURRENT == 2 )); then _describe command commands; return; fi
     case $words[2] in
         search) _arguments '--mode[search mode]:mode:(hybrid fts vec)' '--limit[results]:n' '--min-score[0..1]:score' \\
@@ -85,6 +89,10 @@ _tarsctl() {
                     '--grace[minutes late a run may start]:minutes' '--note[the note target]:path' '--heading[its heading]:heading' ;;
         remind) _arguments '*--to[where it goes]:channel:(inbox telegram whatsapp)' '--json' '1:when' '*:text' ;;
         inbox) _arguments '--all' '(-n --limit)'{-n,--limit}'[messages]:n' '--keep-unread' '--json' ;;
+        memory) _arguments '1:action:(review proposals approve reject undo schedule)' '*:number' \\
+                  '--kind[all waiting of a kind]:kind:(duplicate supersede expired budget missing)' '--no-sessions' \\
+                  '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
+                  '*--deliver[where it says what it found]:target:(inbox telegram whatsapp note)' '--json' ;;
         completion) _arguments '1:shell:(bash zsh)' ;;
         service) _arguments '1:action:(install status uninstall logs)' ;;
         config) _arguments '1:action:(path show)' ;;

@@ -1,12 +1,13 @@
 """`tarsctl doctor`: one screen that checks a tars setup and says how to fix what is wrong.
 
 Each check gives ok, warn (works, but worth knowing) or problem (blocks search, memory or MCP,
-or an enabled HTTP listener or messenger channel: exit code 1), with the fix. A chat provider
-that cannot be used is a warning: the rest works without one. It reads the same config as tarsd
-(file + TARS_* variables), so run it in the shell where you run tarsctl; when that config names
-no vault (a second shell beside `tarsd --vault X`), it judges the vault, database and model of
-the tarsd that answers on the socket instead. Nothing here runs at
-tarsctl start-up: cli.py imports it for doctor only.
+an enabled HTTP listener or messenger channel, or a routine of the routines file: exit code 1),
+with the fix. A chat provider that cannot be used is a warning: the rest works without one (but
+routines, which run it, are warned of). It reads the same config as tarsd (file + TARS_*
+variables), so run it in the shell where you run tarsctl; when that config names no vault (a
+second shell beside `tarsd --vault X`), it judges the vault, database and model of the tarsd
+that answers on the socket instead. Nothing here runs at tarsctl start-up: cli.py imports it for
+doctor only.
 """
 
 from __future__ import annotations
@@ -64,8 +65,10 @@ class Doctor:
             ("daemon", self.daemon),
             ("http", self.http),
             ("channels", self.channels),
+            ("sync", self.sync),
             ("service", self.service),
             ("chat", self.chat),
+            ("routines", self.routines),
             ("tools", self.tools),
         ]
         for name, step in steps:
@@ -383,7 +386,7 @@ class Doctor:
         from tarsctl.client import Client
         from tarsctl.protocol import Status
         from tarsd.config.settings import config_file_path
-        from tarsd.serve.http_token import TokenError, read_token, token_path
+        from tarsd.setup.http_tokens import TokenError, read_token, token_path
 
         path = token_path(self.config.http.token_file, config_file_path())
         try:
@@ -420,6 +423,16 @@ class Doctor:
 
         for name, status, summary, fix in check_channels(self.config, config_file_path(), _http_get):
             self.add(name, status, summary, fix)
+
+    def sync(self) -> None:
+        """A vault synced with other machines (tarsctl/sync_doctor.py): the sync tools seen, conflict
+        copies, the other tarsd writing it. Nothing for a vault no sync tool marks and no other tarsd writes."""
+        if self._configured_vault() is None:
+            return  # no config or no vault: said by their checks
+        from tarsctl.sync_doctor import check_sync
+
+        for status, summary, fix in check_sync(self.config, self.served()):
+            self.add("sync", status, summary, fix)
 
     def service(self) -> None:
         from tarsctl.service import ServiceError, inspect, linger_enabled, linger_hint
@@ -474,6 +487,53 @@ class Doctor:
             if check.name == "chat" and check.status == "problem":
                 check.status = "warn"
                 check.summary += " (chat only: search, memory and MCP work without it)"
+
+    def routines(self) -> None:
+        """The routines file, read as tarsd reads it: each entry that cannot run is named (a problem:
+        it never runs); the routines the running tarsd's clock set aside (their times cannot be
+        computed); and, when routines exist, whether the chat model they run answers (the chat
+        check's verdict: without it every run fails)."""
+        if self.config is None:
+            return
+        from tarsd.config.settings import config_file_path
+        from tarsd.routines.book import Book, routines_path
+        from tarsd.routines.schedule import ScheduleError, user_timezone
+
+        settings = self.config.routines
+        try:
+            tz = user_timezone(settings.timezone)
+        except ScheduleError as exc:
+            self.add("routines", "problem", f"[routines] timezone: {exc}", exc.hint)
+            return
+        book = Book(routines_path(settings.file, config_file_path()), tz)
+        try:
+            found = book.load()
+        except Exception as exc:  # noqa: BLE001 - tarsd keeps what it read before; here nothing was: say so
+            self.add("routines", "problem", f"{book.path} cannot be read: {type(exc).__name__}: {exc}", "fix or restore the file")
+            return
+        fix = f"fix or remove those entries in {book.path} (`tarsctl routines` shows the same)"
+        if book.problem:
+            self.add("routines", "problem", book.problem, fix)
+        served = self.served()
+        for line in served.routines.set_aside if served is not None else []:
+            self.add("routines", "problem", line, fix)
+        prompts = [r for r in found if not r.is_reminder and not r.paused]
+        reminders = sum(1 for r in found if r.is_reminder)
+        summary = f"{len(found) - reminders} routines, {reminders} reminders in {book.path}"
+        if not settings.enabled:
+            self.add("routines", "ok", f"{summary}; [routines] enabled = false: none runs on this machine")
+            return
+        chat = next((c for c in self.checks if c.name == "chat" and c.status != "ok"), None)
+        if prompts and chat is not None:
+            why = chat.summary.split(" (chat only:")[0]
+            self.add(
+                "routines",
+                "warn",
+                f"{summary}; {len(prompts)} of them run the chat model, and {why}: each run fails until it answers",
+                "fix the chat check above; meanwhile a failed run leaves a notice in the inbox and on the routine's messenger",
+            )
+        elif not book.problem:
+            self.add("routines", "ok", summary)
 
     def tools(self) -> None:
         """Each MCP server of [mcp.servers], started here on its own and its tools listed

@@ -18,7 +18,7 @@ def _config_and_token(kind: str, rotate: bool):
     """(the config, its token of ``kind``: "http" or "mcp"), made or rotated as asked; None (and a
     line on stderr saying why) when the config or the token file cannot be used."""
     from tarsd.config.settings import ConfigError, config_file_path, load_config
-    from tarsd.serve.http_token import TokenError, ensure_token, mcp_token_path, rotate_token, token_path
+    from tarsd.setup.http_tokens import TokenError, ensure_token, mcp_token_path, rotate_token, token_path
 
     try:
         config = load_config()

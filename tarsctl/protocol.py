@@ -322,6 +322,58 @@ class Inbox(Message, tag="inbox"):
     mark_all_read: bool = False
 
 
+class PreviewSchedule(Message, tag="preview_schedule"):
+    """Is this schedule one tars can use, and when would it run next? Read as saving a routine reads
+    it (tarsd/routines/schedule.py); nothing is saved (answered by schedule_preview)."""
+
+    id: int = 0
+    schedule: Annotated[str, Meta(max_length=200)] = ""
+    name: RoutineName = ""  # the routine being edited: an `every` series counts from its creation; "": from now
+    runs: Annotated[int, Meta(ge=1, le=10)] = 3  # how many of the next runs
+
+
+# ---- the memory review (docs/memory.md#the-memory-review) ----
+
+
+class MemoryReview(Message, tag="memory_review"):
+    """Review Memory.md as a whole and propose changes, never make them (answered by memory_review_reply).
+    With ``schedule``: review nothing now, but write the routine ``memory-review`` that runs one on that
+    schedule (a routine with ``review = "memory"``, no prompt: docs/routines.md)."""
+
+    id: int = 0
+    sessions: bool = True  # also read the session logs since the last review with the model, when one answers
+    provider: Annotated[str, Meta(max_length=32)] = ""
+    model: Annotated[str, Meta(max_length=200)] = ""
+    schedule: Annotated[str, Meta(max_length=200)] = ""
+    deliver: Annotated[list[Annotated[str, Meta(max_length=32)]], Meta(max_length=8)] = []  # with schedule: where it says what it found
+
+
+class MemoryProposals(Message, tag="memory_proposals"):
+    """The memory review's proposals waiting for the user (answered by memory_proposals_reply)."""
+
+    id: int = 0
+
+
+class DecideMemoryProposals(Message, tag="decide_memory_proposals"):
+    """Approve (applied as one change, undoable) or reject (remembered: never proposed again) memory
+    proposals: those in ``ids``, or every one waiting of ``kind`` (answered by memory_proposals_decided).
+    ``seen``, when given, is each proposal's ``text`` as the user saw it, in the order of ``ids``: the
+    decision is refused if a proposal says anything else now."""
+
+    id: int = 0
+    ids: Annotated[list[Annotated[int, Meta(ge=1)]], Meta(max_length=1000)] = []
+    kind: Annotated[str, Meta(max_length=32)] = ""  # duplicate | supersede | expired | budget | missing
+    approve: bool = False
+    seen: Annotated[list[Annotated[str, Meta(max_length=20_000)]], Meta(max_length=1000)] = []
+
+
+class MemoryUndo(Message, tag="memory_undo"):
+    """Undo a change the memory review applied (answered by memory_undone)."""
+
+    id: int = 0
+    change_id: Annotated[int, Meta(ge=0)] = 0  # 0: the last change applied
+
+
 # ---- replies and stream events ----
 
 
@@ -613,8 +665,61 @@ class RoutinesStatus(msgspec.Struct, omit_defaults=True):
     pending_deliveries: int = 0  # waiting for a retry
     failed_deliveries: int = 0  # given up (the messages are in the inbox)
     problem: str = ""  # the routines file's problem, or a delivery that cannot work (a WhatsApp template missing)
-    errors: list[str] = []  # the newest failures, for people
+    errors: list[str] = []  # each routine whose latest run went wrong (once), each target whose latest delivery was given up
     timezone: str = ""  # the routines' time zone, to say next_at in
+    set_aside: list[str] = []  # "NAME: why": routines the clock cannot compute the times of (also in problem), for doctor
+
+
+class ConflictInfo(msgspec.Struct, omit_defaults=True):
+    """A sync tool's conflict copy in the vault (docs/two-machines.md)."""
+
+    path: str = ""  # the copy, relative to the vault
+    original: str = ""  # the file it is a copy of
+    tool: str = ""  # whose naming it has: Syncthing, Dropbox, Obsidian Sync, iCloud Drive
+    state: str = ""  # merging: a file tars writes, merged soon | yours: a note of yours, left to you to merge
+
+
+class MergeInfo(msgspec.Struct, omit_defaults=True):
+    """A conflict copy tars merged into the file it is a copy of."""
+
+    at: float = 0.0
+    file: str = ""
+    copy: str = ""  # the copy's path, as it was
+    kept_at: str = ""  # where the copy's content is kept, in the vault (.tars/merged/...)
+    added: int = 0  # lines of the copy now in the file
+    duplicates: int = 0  # lines of the copy the file held already
+    removed: list[str] = []  # lines left out, with why: removed by tars after their last edit
+    kept: list[str] = []  # lines one version lacked that were kept, with why: look at them
+
+
+class MachineInfo(msgspec.Struct, omit_defaults=True):
+    """A tarsd on this vault, as its heartbeat in the vault's .tars/machines/ says."""
+
+    machine: str = ""
+    name: str = ""
+    this: bool = False  # the tarsd answering
+    live: bool = False
+    beat_at: float = 0.0  # its last beat, by its own clock
+    stopped: bool = False  # it stopped cleanly
+    telegram: str = ""  # off | polling | standby
+    routines: list[str] = []
+    version: str = ""
+
+
+class SyncStatus(msgspec.Struct, omit_defaults=True):
+    """A vault kept in step with other machines: the sync tools seen, the tarsd on it, conflict
+    copies, merges, and who polls Telegram (docs/two-machines.md)."""
+
+    machine: str = ""  # this tarsd's machine id
+    tools: list[str] = []  # "Syncthing (.stfolder in /home/sam/Notes)"
+    machines: list[MachineInfo] = []
+    conflicts: list[ConflictInfo] = []
+    merges: list[MergeInfo] = []  # the newest first, at most 10
+    merged: int = 0  # conflict copies merged since start
+    put_back: int = 0  # lines put back from tars's journal since start (a copy that dropped them)
+    telegram: str = ""  # this machine's part: why it polls or stands by ("" without Telegram)
+    closed_proposals: list[str] = []  # proposals closed because the vault shows them done, since start
+    warnings: list[str] = []
 
 
 class StatusReply(Message, tag="status_reply"):
@@ -643,6 +748,7 @@ class StatusReply(Message, tag="status_reply"):
     channels: list[ChannelStatus] = []  # messenger channels ([whatsapp]) when enabled
     memory_budget: str = ""  # the memory tarsd plans for, where that comes from, and the settings it picked
     routines: RoutinesStatus = msgspec.field(default_factory=RoutinesStatus)
+    sync: SyncStatus = msgspec.field(default_factory=SyncStatus)  # other machines on this vault, conflict copies, merges
 
 
 class Stopping(Message, tag="stopping"):
@@ -654,6 +760,22 @@ class ChatDelta(Message, tag="chat_delta"):
     text: str = ""
 
 
+class ToolEffect(msgspec.Struct, omit_defaults=True):
+    """What a call of tars's own tools did on the model's account, beyond its answer (a reminder
+    set, a line noted, a rule, change or routine proposed), as data: each client draws it in its own
+    words with its own undo (a messenger: ``/routines rm NAME``, ``/forget LINE``). The texts are the
+    model's: clean them for where they are shown."""
+
+    kind: str  # reminder | noted | replaced | proposed_rule | proposed_change | proposed_routine
+    text: str = ""  # the reminder's text, the line noted or written, the rule, the routine's name
+    old: str = ""  # replaced, proposed_change: the line before
+    at: str = ""  # reminder: when, in the routines' time zone ("2026-11-27 15:00 CET")
+    name: str = ""  # reminder: its name (`routines rm NAME` removes it)
+    to: list[str] = []  # reminder: where it is sent (inbox, telegram, whatsapp, note:...)
+    path: str = ""  # noted, replaced, proposed_change: the memory file
+    pending_id: int = 0  # proposed_*: the proposal (`tarsctl rules approve|reject N`)
+
+
 class ToolActivity(Message, tag="tool_activity"):
     id: int = 0
     phase: str = ""  # call | result
@@ -661,6 +783,7 @@ class ToolActivity(Message, tag="tool_activity"):
     arguments: dict[str, Any] = {}
     result: str = ""  # the start of the result, for display
     summary: str = ""  # a result: what it changed in the user's memory, for people ("" for none)
+    effect: ToolEffect | None = None  # a result of tars's own tools: what the model did on its own, as data (None: nothing)
     # Another MCP server's tool: which server and tool, and (a result) what came of it.
     server: str = ""
     tool: str = ""  # as the server names it
@@ -902,6 +1025,7 @@ class RoutineInfo(msgspec.Struct, omit_defaults=True):
     note: str = ""
     heading: str = ""
     undo: str = ""  # the command that removes it
+    review: str = ""  # a built-in run instead of a prompt: "memory" (the memory review)
 
 
 class RoutinesReply(Message, tag="routines_reply"):
@@ -955,6 +1079,78 @@ class InboxReply(Message, tag="inbox_reply"):
     timezone: str = ""  # the routines' time zone, to say the messages' times in
 
 
+class SchedulePreview(Message, tag="schedule_preview"):
+    id: int = 0
+    schedule: str = ""  # as read (runs of blanks made one)
+    valid: bool = False
+    kind: str = ""  # cron | every | once (when valid)
+    runs: list[float] = []  # the next runs, unix time, soonest first (one for a one-shot)
+    timezone: str = ""  # the routines' time zone: the schedule is read in it, and its times are said in it
+    problem: str = ""  # why it cannot be used ("" when valid)
+    hint: str = ""  # what is accepted instead
+
+
+class MemoryProposal(msgspec.Struct, omit_defaults=True):
+    """One proposal of the memory review: ``text`` says, whole, what approving it changes."""
+
+    id: int
+    kind: str  # duplicate | supersede | expired | budget | missing
+    text: str  # what changes, in words: what the user approves (DecideMemoryProposals.seen)
+    remove: list[str] = []  # the lines it takes out of Memory.md, as they read (stamps too)
+    keep: str = ""  # duplicate, supersede: the line that stays
+    add: str = ""  # missing: the line it adds
+    section: str = ""  # missing: the heading it goes under; budget: the section that moves
+    note: str = ""  # budget: the note the section moves to
+    why: str = ""
+    source: str = ""  # where it came from: Memory.md:12 and :40, or sessions/...md#L12
+    quote: str = ""  # missing: the session log's line, as it reads
+    review_id: int = 0
+    proposed_at: float = 0.0
+
+
+class MemoryReviewReply(Message, tag="memory_review_reply"):
+    id: int = 0
+    review_id: int = 0
+    new: list[MemoryProposal] = []  # proposed by this review
+    waiting: list[MemoryProposal] = []  # every proposal waiting, this review's included
+    left: list[str] = []  # what the cap on removals left for the next review, and why
+    notes: list[str] = []  # what else to know (the session logs not read, and why)
+    lines: int = 0  # Memory.md's lines
+    cap: int = 0  # lines one review may propose to remove
+    known: int = 0  # found again, but proposed before: not proposed twice
+    path: str = ""  # the memory file reviewed
+    routine: str = ""  # with schedule: the routine written
+
+
+class MemoryProposalsReply(Message, tag="memory_proposals_reply"):
+    id: int = 0
+    proposals: list[MemoryProposal] = []
+    path: str = ""
+
+
+class MemoryProposalsDecided(Message, tag="memory_proposals_decided"):
+    id: int = 0
+    approve: bool = False
+    decided: list[int] = []  # approved (applied) or rejected
+    gone: list[int] = []  # their lines changed since they were proposed: nothing was done
+    change_id: int = 0  # the change applied (0: none)
+    undo: str = ""  # the command that undoes it
+    history: str = ""  # the note in the vault that records it
+    path: str = ""
+    removed: list[str] = []
+    added: list[str] = []
+
+
+class MemoryUndone(Message, tag="memory_undone"):
+    id: int = 0
+    change_id: int = 0
+    exact: bool = False  # the file is back byte for byte (nobody edited it since the change)
+    restored: list[str] = []  # the lines put back
+    removed: list[str] = []  # the lines taken out again
+    history: str = ""
+    path: str = ""
+
+
 class Error(Message, tag="error"):
     id: int = 0
     code: str = ""  # bad_frame | too_large | bad_request | unsupported | unavailable | internal | ...
@@ -992,6 +1188,11 @@ ClientMessage = (
     | RoutineAction
     | Remind
     | Inbox
+    | PreviewSchedule
+    | MemoryReview
+    | MemoryProposals
+    | DecideMemoryProposals
+    | MemoryUndo
 )
 ServerMessage = (
     Welcome
@@ -1026,6 +1227,11 @@ ServerMessage = (
     | RoutineSaved
     | RoutineRan
     | InboxReply
+    | SchedulePreview
+    | MemoryReviewReply
+    | MemoryProposalsReply
+    | MemoryProposalsDecided
+    | MemoryUndone
 )
 FINAL_REPLIES = (
     Pong,
@@ -1055,6 +1261,11 @@ FINAL_REPLIES = (
     RoutineSaved,
     RoutineRan,
     InboxReply,
+    SchedulePreview,
+    MemoryReviewReply,
+    MemoryProposalsReply,
+    MemoryProposalsDecided,
+    MemoryUndone,
 )
 
 encoder = msgspec.msgpack.Encoder()

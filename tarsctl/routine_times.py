@@ -8,33 +8,63 @@ import re
 import time
 from datetime import datetime, tzinfo
 
-_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
-_NUMBER_AND_UNIT = re.compile(r"^\d+(?:\.\d+)?[a-z]+$", re.IGNORECASE)
-_UNIT = re.compile(r"^[a-z]+$", re.IGNORECASE)
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_CLOCK = re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?$")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_NUMBER_AND_UNIT = re.compile(r"(\d+(?:\.\d+)?)([a-z]+)", re.IGNORECASE)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_CLOCK = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?")
+# The forms tarsd reads (tarsd/routines/schedule.py, parse_when): checked here for their shape, so
+# a WHEN typed wrong is a usage error said before anything is sent; tarsd checks the rest.
+_TIME_OF_DAY = re.compile(r"\d{1,2}:\d{2}")
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?")
+UNITS = frozenset(
+    ("s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute", "minutes")
+    + ("h", "hr", "hrs", "hour", "hours", "d", "day", "days")
+)  # the same words as tarsd's (a test holds them equal)
 WEEK_SECONDS = 6 * 86400  # within this, a day's name says which day it is
 WHEN_FORMS = 'HH:MM, a date and time (2026-11-27 15:00, or 2026-11-27T15:00), or "in N s|min|h|d" (in 20 min)'
 
 
 def split_when(words: list[str]) -> tuple[str, list[str]]:
     """A reminder's WHEN and its text, from the words typed: ``in 20 min tea`` is "in 20 min" and
-    ["tea"] (a shell splits "in N unit" into three words; "in 20min" is two), ``2026-11-27 15:00
-    call`` is "2026-11-27 15:00" and ["call"]; otherwise the first word is WHEN. tarsd reads WHEN
-    and says what it accepts when it cannot."""
+    ["tea"] (a shell splits "in N unit" into three words; "in 20min" is two), ``in 5 tea`` is "in 5"
+    and ["tea"] (a unit forgotten, which when_problem names), ``2026-11-27 15:00 call`` is
+    "2026-11-27 15:00" and ["call"]; otherwise the first word is WHEN."""
     if not words:
         return "", []
     first, rest = words[0], list(words[1:])
     if " " in first.strip():
         return first.strip(), rest  # quoted whole: "in 20 min"
     if first.lower() == "in" and rest:
-        if _NUMBER.match(rest[0]) and len(rest) > 1 and _UNIT.match(rest[1]):
+        if _NUMBER.fullmatch(rest[0]) and len(rest) > 1 and rest[1].lower() in UNITS:
             return f"in {rest[0]} {rest[1]}", rest[2:]
-        if _NUMBER_AND_UNIT.match(rest[0]):
+        if _NUMBER.fullmatch(rest[0]) or _NUMBER_AND_UNIT.fullmatch(rest[0]):
             return f"in {rest[0]}", rest[1:]
-    if _DATE.match(first) and rest and _CLOCK.match(rest[0]):
+    if _DATE.fullmatch(first) and rest and _CLOCK.fullmatch(rest[0]):
         return f"{first} {rest[0]}", rest[1:]
     return first, rest
+
+
+def when_problem(when: str) -> str:
+    """What is wrong with the shape of a reminder's WHEN ("" when tarsd can read it; tarsd still
+    says when the time has passed, or is too far ahead, or the clocks skip it)."""
+    words = when.lower().split()
+    if not words:
+        return f"say when: {WHEN_FORMS}"
+    if words[0] == "in":
+        if len(words) == 1 or not (_NUMBER.fullmatch(words[1]) or _NUMBER_AND_UNIT.fullmatch(words[1])):
+            return 'in how long? say "in 20 min", "in 2 h", "in 1 d" or "in 30 s"'
+        glued = _NUMBER_AND_UNIT.fullmatch(words[1])
+        number, unit = (glued.group(1), glued.group(2)) if glued else (words[1], " ".join(words[2:]))
+        if "." in number:
+            return f"in {number}{' ' + unit if unit else ''}: give a whole number (in 90 min rather than in 1.5 h)"
+        if not unit:
+            return f'in {number} what? say "in {number} min", "in {number} h", "in {number} d" or "in {number} s"'
+        if unit not in UNITS or len(words) > 3 or glued and len(words) > 2:
+            return f"{unit!r} is not a unit of time: say s, min, h or d (in {number} min)"
+        return ""
+    if _TIME_OF_DAY.fullmatch(when.strip()) or _DATE_TIME.fullmatch(" ".join(when.split())):
+        return ""
+    return f"{when.strip()!r} is not a time: WHEN is {WHEN_FORMS}"
 
 
 def zone(name: str) -> tzinfo | None:

@@ -12,7 +12,8 @@ import time
 
 import msgspec
 
-from tarsctl.client import Client
+from tarsctl.arguments import print_remote_error
+from tarsctl.client import Client, RemoteError
 from tarsctl.protocol import (
     Inbox,
     InboxMessage,
@@ -68,7 +69,7 @@ def routines_command(client: Client, args) -> int:
     reply = client.call(RoutineAction(id=client.next_id(), name=args.name, action=ACTIONS[action]))
     if as_json:
         emit_json(reply)
-        return EXIT_REMOTE if isinstance(reply, RoutineRan) and reply.run.outcome == "failed" else EXIT_OK
+        return EXIT_REMOTE if isinstance(reply, RoutineRan) and reply.run.outcome in NOT_RUN_OUTCOMES else EXIT_OK
     if isinstance(reply, RoutineRan):
         return print_ran(reply)
     return print_saved(reply, reply.timezone if reply.status == "resumed" else "")
@@ -113,8 +114,15 @@ def _listed(values: list[str] | None) -> list[str] | None:
 
 
 def remind_command(client: Client, args) -> int:
-    """tarsctl remind WHEN TEXT... [--to CHANNEL]..."""
-    saved = client.call(Remind(id=client.next_id(), when=args.when, text=args.text, to=_listed(args.to) or []))
+    """tarsctl remind WHEN TEXT... [--to CHANNEL]... (WHEN's shape was checked with the arguments);
+    a WHEN or a target tarsd refuses is a usage error too (exit 2): the time has passed, is too far."""
+    try:
+        saved = client.call(Remind(id=client.next_id(), when=args.when, text=args.text, to=_listed(args.to) or []))
+    except RemoteError as exc:
+        if exc.error.code != "bad_request":
+            raise
+        print_remote_error(exc.error.message, exc.error.hint)
+        return EXIT_USAGE
     if args.json:
         emit_json(saved)
         return EXIT_OK
@@ -124,12 +132,16 @@ def remind_command(client: Client, args) -> int:
 
 def remind(client: Client, words: list[str], out=sys.stdout, err=sys.stderr) -> int:
     """The REPL's /remind WHEN TEXT, to the default targets."""
-    from tarsctl.routine_times import WHEN_FORMS, split_when
+    from tarsctl.routine_times import WHEN_FORMS, split_when, when_problem
 
     when, rest = split_when(words)
     text = " ".join(rest).strip()
     if not when or not text:
         print(f"usage: /remind WHEN TEXT, WHEN being {WHEN_FORMS}", file=err)
+        return EXIT_USAGE
+    problem = when_problem(when)
+    if problem:
+        print(f"/remind: {problem}", file=err)
         return EXIT_USAGE
     saved = client.call(Remind(id=client.next_id(), when=when, text=text))
     print(reminder_set(saved, saved.timezone, "tarsctl routines rm"), file=out)
@@ -177,7 +189,25 @@ def routine_line(routine: RoutineInfo, timezone: str, now: float, width: int = 0
     ]
     if routine.by == "model":
         parts.append("by:model")
+    if routine.review:
+        parts.append(f"runs: {built_in_run(routine.review, short=True)}")
     return "  ".join(parts).rstrip()
+
+
+# A routine whose run is built in (RoutineInfo.review) has no prompt: what it runs instead, for people.
+BUILT_IN_RUNS = {
+    "memory": (
+        "the memory review",
+        "the memory review: proposes changes to Memory.md, changes nothing until you approve them (tarsctl memory proposals)",
+    ),
+}
+
+
+def built_in_run(review: str, short: bool = False) -> str:
+    known = BUILT_IN_RUNS.get(review)
+    if known is None:
+        return f"the built-in review {shown_text(review)!r}"
+    return known[0] if short else known[1]
 
 
 def _next(routine: RoutineInfo, timezone: str, now: float) -> str:
@@ -195,8 +225,8 @@ def _run(run: RunInfo, timezone: str, now: float, detail_chars: int | None) -> s
     if run.late:
         said += " (late)"
     if run.detail:
-        detail = run.detail if detail_chars is None or len(run.detail) <= detail_chars else run.detail[: detail_chars - 1] + "…"
-        said += f": {shown_text(detail)}"
+        cut = detail_chars is not None and len(run.detail) > detail_chars
+        said += f": {shown_text(run.detail[: detail_chars - 1] if cut else run.detail)}" + ("…" if cut else "")
     return said
 
 
@@ -241,10 +271,13 @@ def print_routine_whole(reply: RoutinesReply, name: str, out=sys.stdout) -> int:
         rows.append(("note", shown_text(routine.note + (f" under {routine.heading}" if routine.heading else ""))))
     for label, value in rows:
         print(f"{label:<10} {value}", file=out)
-    body = routine.text if routine.kind == "reminder" else routine.prompt
-    print("text" if routine.kind == "reminder" else "prompt", file=out)
-    for line in shown_text(body, keep_newlines=True).splitlines() or [""]:
-        print(f"  {line}", file=out)
+    if routine.review:
+        print(f"{'review':<10} {built_in_run(routine.review)}", file=out)
+    else:
+        body = routine.text if routine.kind == "reminder" else routine.prompt
+        print("text" if routine.kind == "reminder" else "prompt", file=out)
+        for line in shown_text(body, keep_newlines=True).splitlines() or [""]:
+            print(f"  {line}", file=out)
     runs = routine.runs or ([routine.last_run] if routine.last_run is not None else [])
     print("runs" if runs else "runs       none yet", file=out)
     for run in runs:
@@ -279,13 +312,22 @@ def print_saved(saved: RoutineSaved, timezone: str = "", out=sys.stdout) -> int:
     return EXIT_OK
 
 
+# Outcomes of `routines run` that mean it did not run as asked: nothing on stdout, the reason on stderr, exit 1.
+NOT_RUN_OUTCOMES = ("failed", "limited", "interrupted")
+
+
 def print_ran(ran: RoutineRan, out=sys.stdout, err=sys.stderr) -> int:
-    """What a run said (on stdout), then its outcome (on stderr); exit 1 when it failed."""
+    """A run that went through: what it said on stdout ("(nothing to say)" for a quiet one), its
+    outcome on stderr, exit 0. One that did not (failed, limited, interrupted): nothing on stdout,
+    the outcome and its reason on stderr, exit 1; a script sees the difference by stdout and code."""
+    outcome = shown_text(ran.run.outcome or "?") + (f": {shown_text(ran.run.detail)}" if ran.run.detail else "")
+    if ran.run.outcome in NOT_RUN_OUTCOMES:
+        print(f"tarsctl: {shown_text(ran.name)} {outcome}", file=err)
+        return EXIT_REMOTE
     text = ran.text.strip()
     print(shown_text(text, keep_newlines=True) if text else "(nothing to say)", file=out)
-    outcome = shown_text(ran.run.outcome or "?") + (f": {shown_text(ran.run.detail)}" if ran.run.detail else "")
     print(f"{shown_text(ran.name)}: {outcome}", file=err)
-    return EXIT_REMOTE if ran.run.outcome == "failed" else EXIT_OK
+    return EXIT_OK
 
 
 def reminder_set(saved: RoutineSaved, timezone: str, remove_command: str) -> str:
@@ -357,5 +399,5 @@ def status_lines(routines: RoutinesStatus, now: float | None = None) -> list[str
     lines = ["routines   " + "; ".join(parts)]
     if routines.problem:
         lines.append(f"           problem: {routines.problem}")
-    lines += [f"           {error}" for error in routines.errors[:3]]
+    lines += [f"           {error}" for error in routines.errors]  # tarsd sends each routine's latest trouble once, a few at most
     return lines

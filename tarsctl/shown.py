@@ -33,6 +33,7 @@ INDENT_RUN = 32  # the same at a line's start (indentation of code a model write
 _KEPT_ALONE = frozenset("\u200c\u200d\u200e\u200f\u061c")  # ZWNJ, ZWJ, LRM, RLM, ALM
 _INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5\u180e")  # fillers, CGJ, Khmer inherent vowels
 _ALWAYS_ESCAPED = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))
+_LONG_BLANKS = " " * (BLANK_RUN + 1)  # the shortest run of spaces shown as a marker
 
 
 def _variation_selector(char: str) -> bool:
@@ -93,7 +94,10 @@ def _shown(text: str, keep_newlines: bool, before: str) -> str:
 
 def shown_text(text: str, keep_newlines: bool = False) -> str:
     """``text`` safe to print on a terminal (see the module's doc); one line unless ``keep_newlines``."""
-    return _shown(str(text), keep_newlines, "")
+    text = str(text)
+    if text.isascii() and text.isprintable() and _LONG_BLANKS not in text:
+        return text  # nothing in it to clean (no control, nothing invisible, no long run of spaces): most names and times
+    return _shown(text, keep_newlines, "")
 
 
 def shown_json(value: object) -> str:

@@ -13,15 +13,18 @@ the sender are told, and the new id stays out until the owner adds it: no id is 
 Each sender is one conversation, ``<channel>:<sender>``, in the conversation store the CLI and the
 page use (so the same compaction and session logs); its messages are handled one after the other,
 while button taps are handled at once (a turn may be waiting for one). Commands work as in the
-REPL: /new, /remember, /search (and /sgrep, /svec, /help), /remind and /routines (a reminder
-set here is sent here), and /whoami: the ids the messenger
-names the sender by, to put in the allow list (a WhatsApp BSUID, say). Every message is answered once: the
+REPL (``commands``, the relay's base class): /new, /remember, /forget, /search (and /sgrep, /svec, /help), /remind and /routines (a
+reminder set here is sent here, in the owner's chat), and /whoami: the ids the messenger names the
+sender by, to put in the allow list (a WhatsApp BSUID, say). What the model did on its own while
+answering (a reminder set, a line noted, a proposal filed) follows its answer, one line each with
+its undo (``effects``): a note it read may have told it to. Every message is answered once: the
 channel's webhook records each message id before answering Meta (``SeenMessages``), and a message
 recorded but never answered (tarsd stopped or was killed meanwhile) gets a note at the next start.
 
-tars also speaks first (a routine's answer, a reminder): ``deliver`` sends to the owner, the allowed
-sender who wrote most recently (else the first the allow list names), and ``run_chat`` runs a
-routine's chat asking the owner, with buttons, each tool call that needs approval. A messenger with
+tars also speaks first (a routine's answer, a reminder): ``deliver`` sends to the owner, the first
+id of the allow list (never whoever wrote last: another allowed person is not asked, nor told, what
+the owner's routines do), and ``run_chat`` runs a routine's chat asking the owner, with buttons,
+each tool call that needs approval; a tap from anyone else decides nothing. A messenger with
 a reply window (WhatsApp's 24 hours) takes free text and buttons only within it: outside it a
 message tars starts goes as the channel allows (``send_outside_window``), and nothing is asked.
 """
@@ -42,27 +45,18 @@ from tarsctl.authority import Principal
 from tarsctl.protocol import (
     Chat,
     ChatDone,
-    ConversationEnded,
     DecideToolCall,
-    EndConversation,
     Error,
     Message,
-    Remember,
-    Remembered,
-    Remind,
-    RoutineAction,
-    RoutineRan,
-    Routines,
-    RoutineSaved,
-    RoutinesReply,
-    Search,
-    SearchResults,
+    ToolActivity,
     ToolApproval,
     ToolCallDecided,
+    ToolEffect,
 )
-from tarsctl.routine_times import WHEN_FORMS, day_and_time, soon, split_when
 from tarsctl.shown import shown_text
 from tarsd.channels.channel import Button, Channel, ChoiceIn, IdChanged, Inbound, OtherIn, SendFailed, TextIn, WindowClosed
+from tarsd.channels.commands import HELP, Commands, failure
+from tarsd.channels.effects import effects_message
 from tarsd.channels.seen import ANSWERED, KEEP_SECONDS, NOTIFIED, SeenMessages
 from tarsd.serve.handlers.common import Peer
 
@@ -71,25 +65,13 @@ log = logging.getLogger(__name__)
 ServerDispatch = Callable[[Message, Peer], AsyncIterator[Message]]
 
 TYPING_REFRESH_SECONDS = 20.0  # WhatsApp drops its typing indicator after 25 s (a channel may say otherwise)
-QUESTION_SECONDS = 3600.0  # a question that is not a tool approval (remember: replace?) is kept this long
 MAX_QUESTIONS = 200  # open questions in all; the oldest go first
 STOP_GRACE_SECONDS = 1.0  # for what is under way to end when tarsd stops, then as long again once cancelled
 STRANGER_LOG_SECONDS = 60.0  # at most one log line a minute about numbers not allowed
-SEARCH_RESULTS = 5
 ARGUMENT_CHARS = 3000  # of a tool call's arguments, shown whole with its question; a longer call cannot be approved here
 # tars knows when it took a message in, not when Meta's clock started the window (the person's
 # send, a delivery retried late): the window is taken to close this much earlier.
 WINDOW_MARGIN_SECONDS = 600.0
-
-HELP = """Commands:
-/search QUERY: search your notes (/sgrep: keywords only, /svec: by meaning)
-/remember FACT: save a fact to Memory.md
-/remind WHEN TEXT: a reminder here (WHEN: 15:00, 2026-11-27 15:00, in 20 min)
-/routines: your routines and reminders; /routines pause|resume|run|rm NAME
-/new: log this conversation and start a new one
-/whoami: the ids this message came from, for allowed_senders
-/help: this list
-Anything else is a message to tars."""
 
 
 class Stopping(Exception):
@@ -120,7 +102,7 @@ class _ChannelPeer(Peer):
         return self.stopping
 
 
-class Relay:
+class Relay(Commands):
     def __init__(
         self,
         channel: Channel,
@@ -129,18 +111,19 @@ class Relay:
         seen: SeenMessages,
         allowed: set[str],
         typing_every: float = TYPING_REFRESH_SECONDS,
-        allow_list: str = "allowed_senders",
+        allow_list: str = "",
         addresses: Sequence[str] = (),
     ):
         self.channel = channel
         self.typing_every = typing_every  # how long the messenger shows its typing indicator
-        self.allow_list = allow_list  # the setting that lists who may talk to tars, for the log
+        # The setting that lists who may talk to tars, as the user writes it: "[whatsapp] allowed_senders".
+        self.allow_list = allow_list or f"[{channel.name}] allowed_senders"
         self.title = title  # "WhatsApp", for people
         self.dispatch = dispatch
         self.seen = seen
         self.allowed = allowed
-        # The allow list's ids in the order written, each one a message can be sent to: a message
-        # tars starts goes to the first when no allowed sender wrote within the day.
+        # The allow list's ids in the order written, each one a message can be sent to: what tars starts
+        # goes to the first, the owner.
         self.addresses = list(addresses)
         self.started_at = time.time()
         self._ids = itertools.count(1)
@@ -167,7 +150,7 @@ class Relay:
         if not any(i in self.allowed for i in event.ids):
             if isinstance(event, IdChanged):
                 # Someone not allowed has a new id: nothing of theirs was ever answered, nothing changes.
-                log.info("%s: a sender not in allowed_senders has a new id: nothing to do", self.title)
+                log.info("%s: a sender not in %s has a new id: nothing to do", self.title, self.allow_list)
                 return
             counters.unknown_senders += 1
             self._strangers += 1
@@ -178,7 +161,7 @@ class Relay:
                     "%s: dropped a message from %s, a %s not in %s: not read, not answered%s (at most a line a minute)",
                     self.title,
                     who,
-                    "sender" if self.allow_list == "allowed_senders" else "user",
+                    "user" if self.allow_list.endswith("allowed_users") else "sender",
                     self.allow_list,
                     more,
                 )
@@ -271,18 +254,22 @@ class Relay:
             return await self._new(event.sender)
         if name == "/remember":
             return await self._remember(event.sender, rest)
+        if name == "/forget":
+            return await self._forget(event.sender, rest)
         if name in ("/search", "/sgrep", "/svec"):
             return await self._search(event.sender, rest, {"/search": "hybrid", "/sgrep": "fts", "/svec": "vec"}[name])
         if name == "/remind":
             return await self._remind(event.sender, rest)
         if name == "/routines":
             return await self._routines(event.sender, rest)
+        if name == "/review":
+            return await self._review_command(event.sender, rest)
         if name == "/whoami":
             # Only ever to an allowed sender, about themselves: the ids are theirs.
             ids = "\n".join(f"`{i}`" for i in event.ids)
-            return await self._say(event.sender, f"This message came from:\n{ids}\n(each one can go in allowed_senders)")
+            return await self._say(event.sender, f"This message came from:\n{ids}\n(each one can go in {self.allow_list})")
         if name in ("/help", "/start"):  # /start: what Telegram sends when a user opens the bot the first time
-            return await self._say(event.sender, HELP)
+            return await self._say(event.sender, HELP.format(allow_list=self.allow_list))
         await self._say(event.sender, f"Unknown command {name}: /help lists them.")
 
     def conversation(self, sender: str) -> str:
@@ -292,12 +279,15 @@ class Relay:
         sender = event.sender
         typing = asyncio.ensure_future(self._keep_typing(sender))
         asked: list[str] = []
+        effects: list[ToolEffect] = []  # what the model did on its own: said after its answer
         final: Message | None = None
         try:
             request = Chat(id=next(self._ids), conversation=self.conversation(sender), message=event.text, approvals=True)
             async for reply in self.dispatch(request, self._peer(sender)):
                 if isinstance(reply, ToolApproval):
                     asked.append(await self._ask_approval(sender, reply))
+                elif isinstance(reply, ToolActivity) and reply.effect is not None:
+                    effects.append(reply.effect)
                 elif isinstance(reply, (ChatDone, Error)):
                     final = reply
         finally:
@@ -312,7 +302,10 @@ class Relay:
                 text = (text + "\n\n" if text else "") + "(the answer was stopped)"
             await self._say(sender, text or "(tars had nothing to say)")
         else:
-            await self._say(sender, _failure("tars could not answer", final))
+            await self._say(sender, failure("tars could not answer", final))
+        if effects:
+            # A message of its own, in tars's words: never part of (nor to be mistaken for) the model's answer.
+            await self._say(sender, effects_message(effects, self.channel.name, self.is_owner(sender)))
 
     async def _keep_typing(self, sender: str) -> None:
         """The typing indicator while a turn runs, shown again before it lapses; not while a
@@ -332,20 +325,20 @@ class Relay:
         person is, but only the owner says who may talk to tars."""
         new = [i for i in event.new_ids if i not in self.allowed]
         if not new:
-            log.info("%s: %s has a new id, which allowed_senders already holds", self.title, self.channel.who(event.sender))
+            log.info("%s: %s has a new id, which %s already holds", self.title, self.channel.who(event.sender), self.allow_list)
             return
         log.warning(
-            "%s: %s now writes as %s (the messenger says their id changed): the new id is not allowed until you add it to [%s] "
-            "allowed_senders; the message sent to them names it",
+            "%s: %s now writes as %s (the messenger says their id changed): the new id is not allowed until you add it to %s; "
+            "the message sent to them names it",
             self.title,
             self.channel.who(event.sender),
             " and ".join(self.channel.who(i) for i in new),
-            self.channel.name,
+            self.allow_list,
         )
         ids = " and ".join(f"`{i}`" for i in new)
         text = (
             f"{self.title} says your id changed: you now write as {ids}. tars does not answer the new id until you add it to "
-            f"[{self.channel.name}] allowed_senders in tarsd's config and restart tarsd."
+            f"{self.allow_list} in tarsd's config and restart tarsd."
         )
         for address in dict.fromkeys((event.sender, event.new_address)):
             await self._say(address, text)  # a send that fails is logged by the channel; the other may still arrive
@@ -432,116 +425,6 @@ class Relay:
                 sender, "Too late: that call no longer waits for an answer (its time ran out, or tarsd restarted). It was not run."
             )
 
-    # ---- commands ----
-
-    async def _new(self, sender: str) -> None:
-        final = await self._final(EndConversation(id=next(self._ids), conversation=self.conversation(sender)), sender)
-        if not isinstance(final, ConversationEnded):
-            return await self._say(sender, _failure("The conversation goes on", final))
-        lines = ["New conversation."]
-        if final.session_log:
-            lines.append(f"The last one is logged in {final.session_log}.")
-        lines += [f"({warning})" for warning in final.warnings]
-        await self._say(sender, " ".join(lines))
-
-    async def _remember(self, sender: str, fact: str, mode: str = "", replace_line: str = "") -> None:
-        if not fact:
-            return await self._say(sender, "Usage: /remember FACT")
-        request = Remember(
-            id=next(self._ids), fact=fact, kind="semantic", mode=mode, replace_line=replace_line, conversation=self.conversation(sender)
-        )
-        reply = await self._final(request, sender)
-        if not isinstance(reply, Remembered):
-            return await self._say(sender, _failure("Not remembered", reply))
-        where = f" under {reply.section}" if reply.section else ""
-        if reply.status == "possible_update":
-            nonce = self._question(
-                sender,
-                {
-                    "replace": lambda: self._remember(sender, fact, "replace", reply.similar),
-                    "keep": lambda: self._remember(sender, fact, "force"),
-                    "cancel": lambda: self._say(sender, "Cancelled: nothing changed."),
-                },
-                QUESTION_SECONDS,
-            )
-            text = f"{reply.path} has a similar line{where}:\n{reply.similar}" + (f"\n(differs: {reply.reason})" if reply.reason else "")
-            buttons = [Button(f"{nonce}:replace", "Replace it"), Button(f"{nonce}:keep", "Keep both"), Button(f"{nonce}:cancel", "Cancel")]
-            if not self.channel.fits_question(text):
-                await self._say(sender, text)
-                text = "Replace that line, keep both, or cancel?"
-            await self._ask(sender, text, buttons)
-            return
-        if reply.status == "replaced":
-            return await self._say(sender, f"Replaced in {reply.path}{where}:\n- {reply.replaced}\n+ {reply.line}")
-        if reply.status == "duplicate":
-            return await self._say(sender, f"Already remembered in {reply.path}: {reply.similar or reply.duplicate_of}")
-        await self._say(sender, f"Remembered in {reply.path}{where}.")
-
-    async def _search(self, sender: str, query: str, mode: str) -> None:
-        if not query:
-            return await self._say(sender, "Usage: /search QUERY")
-        reply = await self._final(Search(id=next(self._ids), query=query, mode=mode, limit=SEARCH_RESULTS), sender)
-        if not isinstance(reply, SearchResults):
-            return await self._say(sender, _failure("The search failed", reply))
-        if not reply.results:
-            return await self._say(sender, "No results.")
-        hits = []
-        for hit in reply.results:
-            where = " › ".join(part for part in (hit.title, hit.heading) if part)
-            hits.append(f"**{where or hit.path}** ({hit.band} {hit.score:.2f})\n{hit.path}:{hit.start_line}\n{hit.snippet}")
-        await self._say(sender, "\n\n".join(hits))
-
-    # ---- routines and reminders ----
-
-    async def _remind(self, sender: str, rest: str) -> None:
-        """/remind WHEN TEXT: a reminder sent here (to this channel) at WHEN."""
-        when, words = split_when(rest.split())
-        text = " ".join(words).strip()
-        if not when or not text:
-            return await self._say(sender, f"Usage: /remind WHEN TEXT, WHEN being {WHEN_FORMS}.")
-        reply = await self._final(Remind(id=next(self._ids), when=when, text=text, to=[self.channel.name]), sender)
-        if not isinstance(reply, RoutineSaved):
-            return await self._say(sender, _failure("No reminder set", reply))
-        reminder = reply.routine
-        timezone = await self._routines_timezone(sender, reminder.name)
-        at = day_and_time(reminder.next_run, timezone) if reminder.next_run else "now"
-        # Names and commands as code: a name's "_" is not read as emphasis.
-        await self._say(sender, f"Reminder set for {at}: {reminder.text}\n(undo: `/routines rm {reminder.name}`)")
-
-    async def _routines_timezone(self, sender: str, name: str) -> str:
-        """The routines' time zone, to say a time in the zone the reminder's name was made in."""
-        reply = await self._final(Routines(id=next(self._ids), name=name), sender)
-        return reply.timezone if isinstance(reply, RoutinesReply) else ""
-
-    async def _routines(self, sender: str, rest: str) -> None:
-        """/routines: the list; /routines pause|resume|run|rm NAME: that action (a phone's rights
-        cover all but removing a routine: the dispatcher refuses that, with a hint, said here)."""
-        words = rest.split()
-        if not words:
-            reply = await self._final(Routines(id=next(self._ids)), sender)
-            if not isinstance(reply, RoutinesReply):
-                return await self._say(sender, _failure("No list", reply))
-            return await self._say(sender, _routines_list(reply))
-        action = {"pause": "pause", "resume": "resume", "run": "run", "rm": "remove", "remove": "remove"}.get(words[0].lower())
-        if action is None or len(words) != 2:
-            return await self._say(sender, "Usage: /routines, or /routines pause|resume|run|rm NAME")
-        name = words[1]
-        if action == "run":
-            typing = asyncio.ensure_future(self._keep_typing(sender))
-            try:
-                reply = await self._final(RoutineAction(id=next(self._ids), name=name, action="run"), sender)
-            finally:
-                typing.cancel()
-            if not isinstance(reply, RoutineRan):
-                return await self._say(sender, _failure(f"{name} did not run", reply))
-            said = reply.text.strip() or "(nothing to say)"
-            outcome = reply.run.outcome + (f": {reply.run.detail}" if reply.run.detail else "")
-            return await self._say(sender, f"{said}\n\n(`{name}`: {outcome})")
-        reply = await self._final(RoutineAction(id=next(self._ids), name=name, action=action), sender)
-        if not isinstance(reply, RoutineSaved):
-            return await self._say(sender, _failure(f"{name} is unchanged", reply))
-        await self._say(sender, f"`{reply.routine.name or name}`: {reply.status}.")
-
     # ---- sending ----
 
     async def _say(self, sender: str, markdown: str) -> bool:
@@ -584,28 +467,25 @@ class Relay:
     # ---- tars speaks first ----
 
     def owner(self) -> str | None:
-        """Whom a message tars starts goes to: the allowed sender who wrote most recently (within
-        the day the message ids are kept), else the first id of the allow list; None when the list
-        names nobody that can be written to."""
-        # One small query on the loop's thread (a day's messages): owner() is asked before each send.
-        for sender, _ in self.seen.last_senders(self.channel.name):
-            if self._is_allowed(sender):
-                return sender
+        """Whom a message tars starts goes to, and whom a routine's question is asked of: the first id
+        of the allow list, fixed by the config (never whoever wrote last); None when the list names
+        nobody that can be written to."""
         return self.addresses[0] if self.addresses else None
 
-    def _is_allowed(self, sender: str) -> bool:
-        # A WhatsApp sender may be let in by their other id (the BSUID beside the number): known from
-        # their messages since start. One written to tars before a restart and allowed only by the
-        # other id is passed over, for the list's own first id.
-        return sender in self.allowed or bool(set(self._ids_of.get(sender, ())) & self.allowed)
+    def is_owner(self, sender: str) -> bool:
+        """Whether ``sender`` is the owner: by the id they write from, or (WhatsApp) by their other
+        id their messages since start carried (the BSUID beside the number)."""
+        owner = self.owner()
+        return owner is not None and (sender == owner or owner in self._ids_of.get(sender, ()))
 
     def _window_open(self, to: str) -> bool:
-        """Whether the messenger takes free text and buttons for ``to`` now (always, without a window)."""
+        """Whether the messenger takes free text and buttons for ``to`` now (always, without a window):
+        a message from ``to`` within it, under any of their ids known since start."""
         window = self.channel.reply_window
         if window is None:
             return True
-        last = dict(self.seen.last_senders(self.channel.name)).get(to)
-        return last is not None and time.time() - last < window - WINDOW_MARGIN_SECONDS
+        wrote = [at for sender, at in self.seen.last_senders(self.channel.name) if sender == to or to in self._ids_of.get(sender, ())]
+        return bool(wrote) and time.time() - max(wrote) < window - WINDOW_MARGIN_SECONDS
 
     def can_ask(self) -> bool:
         """Whether a question with buttons can reach the owner now: the channel runs, someone can be
@@ -714,29 +594,3 @@ class Relay:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=STOP_GRACE_SECONDS)
-
-
-def _routines_list(reply: RoutinesReply) -> str:
-    """One short line per routine and reminder, for a phone's screen."""
-    if not reply.routines:
-        return "No routines or reminders. /remind WHEN TEXT sets a reminder."
-    lines = []
-    for routine in reply.routines:
-        if routine.paused:
-            next_run = "paused"
-        elif routine.next_run:
-            next_run = f"next {soon(routine.next_run, reply.timezone)}"
-        else:
-            next_run = "no next run"
-        last = f"; last {routine.last_run.outcome}" if routine.last_run is not None and routine.last_run.outcome else ""
-        what = routine.text if routine.kind == "reminder" else routine.schedule
-        lines.append(f"`{routine.name}` ({what}): {next_run}{last}")
-    if reply.problem:
-        lines.append(f"Problem: {reply.problem}")
-    return "\n".join(lines)
-
-
-def _failure(what: str, reply: Message | None) -> str:
-    if isinstance(reply, Error):
-        return f"{what}: {reply.message}" + (f" ({reply.hint})" if reply.hint else "")
-    return f"{what}: tarsd gave no answer (see its log)."

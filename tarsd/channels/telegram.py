@@ -12,9 +12,18 @@ one code path with WhatsApp (the relay). aiogram 3 would do as well, but brings 
 tarsd's httpx, and its dispatcher the same way.
 
 The token lives in a file of mode 0600 (by default ``telegram_token`` beside the config file),
-read again when it changes. Users are never named in the log: a sender is ``#`` and a short
-keyed hash of their id. A token Telegram refuses (401: revoked in @BotFather, or mistyped) stops
-polling, with the fix in ``tarsctl status``, until the token file holds another token.
+read again when it changes. It never reaches status, the log or a message: Telegram's error texts,
+the library's and httpx's may quote it (an API address is ``/bot<token>/method``), so every text
+about the channel passes ``tarsd.setup.telegram.redact`` first, and every line tarsd logs does
+too (``_Redacting``, on the log's handlers: the library logs under loggers of its own). Users are
+never named in the log: a sender is ``#`` and a short keyed hash of their id. A token Telegram
+refuses (401: revoked in @BotFather, or mistyped) stops polling, with the fix in ``tarsctl
+status``, until the token file holds another token.
+
+An update the library cannot read (a field missing, a type it does not expect), or an answer that
+is not a list of updates at all, never ends the polling: each update is read on its own, one that
+cannot be is skipped (its id confirmed, so Telegram does not send it again), said in the log and
+in status (the channel's last error), and the next ones are read.
 
 Webhook mode ([telegram] webhook_url, for a user who has a public HTTPS address): Telegram posts
 each update to ``/channels/telegram`` on the HTTP listener (telegram_webhook, its secret token in
@@ -31,11 +40,12 @@ import hmac
 import logging
 import re
 import secrets
+import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, Message, Update
 from telegram.constants import ChatAction, ParseMode
@@ -45,19 +55,17 @@ from telegram.request import HTTPXRequest
 from tarsctl.protocol import ChannelStatus
 from tarsd.channels.channel import Button, ChoiceIn, Counters, Inbound, OtherIn, SendFailed, TextIn
 from tarsd.channels.relay import Relay, ServerDispatch
-from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
 from tarsd.channels.telegram_offset import UpdateOffset
 from tarsd.channels.telegram_text import MAX_MESSAGE_CHARS, plain, to_html, to_messages
-from tarsd.channels.telegram_webhook import WEBHOOK_PATH, TelegramWebhook
+from tarsd.channels.telegram_webhook import TelegramWebhook
 from tarsd.config.settings import TelegramConfig
+from tarsd.setup.private_files import SecretFile, SecretFileError
+from tarsd.setup.telegram import WEBHOOK_PATH, allowed_users, config_problems, redact, secret_paths
 from tarsd.store.database import Store
-from tarsd.tools.secret_files import SecretFileError
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "telegram_token"
-WEBHOOK_SECRET_FILE = "telegram_webhook_secret"
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook's secret_token
 TYPING_SECONDS = 4.5  # Telegram shows "typing…" for 5 s, or until the bot's next message
 MAX_ATTEMPTS = 5  # for a send, after a 429, a 5xx or a dropped connection
@@ -65,29 +73,67 @@ FIRST_DELAY_SECONDS = 0.5
 MAX_DELAY_SECONDS = 60.0  # between two polls or sends after a failure, retry_after included
 TOKEN_CHECK_SECONDS = 2.0  # how often a refused or missing token file is looked at again (one stat)
 UPDATES = ["message", "callback_query"]  # what tars reads: edits, reactions and the rest are never fetched
-_TOKEN_IN_URL = re.compile(r"/bot\d+:[\w-]+")
+POLL_READ_SECONDS = 10.0  # a long poll's answer may take this long beyond its timeout
+MAX_KEPT_SECRETS = 8  # tokens and secrets read since start, hidden from every text (an old token in a late error)
 _KINDS = ("photo", "voice", "video", "video_note", "audio", "document", "sticker", "animation", "location", "contact", "poll")
 
 
-class _HideToken(logging.Filter):
-    """httpx logs each request's address, and the Bot API's holds the token: never in the log.
-    Its line for each long poll is dropped too: two a minute, all day, say nothing."""
+class _QuietPolls(logging.Filter):
+    """httpx logs each request, and the long poll is one: two lines a minute, all day, that say nothing."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or "/getUpdates" not in record.getMessage()
+
+
+class _Redacting(logging.Filter):
+    """On the log's handlers: no line tarsd logs holds a Telegram channel's token or webhook secret,
+    whichever logger wrote it (python-telegram-bot logs under loggers of its own, httpx each
+    request's address, a traceback an error's text); each channel's secrets, and anything shaped
+    like a bot token (``tarsd.setup.telegram.redact``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.channels: weakref.WeakSet[Telegram] = weakref.WeakSet()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        known = [secret for channel in list(self.channels) for secret in channel.secrets()]
         text = record.getMessage()
-        if "/bot" in text:
-            text = _TOKEN_IN_URL.sub("/bot<token>", text)
-            if "/bot<token>/getUpdates" in text and record.levelno < logging.WARNING:
-                return False
-            record.msg, record.args = text, ()
+        hidden = redact(text, known)
+        if hidden != text:
+            record.msg, record.args = hidden, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, known)
         return True
 
 
-def _hide_tokens() -> None:
-    for name in ("httpx", "httpcore", "telegram", __name__):
+_REDACTING = _Redacting()
+
+
+def _hide_secrets(channel: Telegram) -> None:
+    """The channel's secrets out of every log line from now on (the handlers tarsd logs through)."""
+    _REDACTING.channels.add(channel)
+    for handler in logging.getLogger().handlers:
+        if _REDACTING not in handler.filters:
+            handler.addFilter(_REDACTING)
+    for name in ("httpx", "httpcore"):
         logger = logging.getLogger(name)
-        if not any(isinstance(f, _HideToken) for f in logger.filters):
-            logger.addFilter(_HideToken())
+        if not any(isinstance(f, _QuietPolls) for f in logger.filters):
+            logger.addFilter(_QuietPolls())
+
+
+class _Bot(Bot):
+    """python-telegram-bot's ``Bot``, with getUpdates' answer as the Bot API's JSON: the poller reads
+    each update on its own (``Update.de_json``), so one the library cannot read is skipped, not the
+    whole answer (``Bot.get_updates`` reads them all at once and raises for one, with no way to tell
+    which). ``_post`` is the library's one way to call a method, as its own ``ExtBot`` subclass uses it."""
+
+    async def get_update_objects(self, offset: int, timeout: float) -> object:
+        data: dict[str, object] = {"timeout": timeout, "allowed_updates": UPDATES}
+        if offset:
+            data["offset"] = offset
+        return await self._post("getUpdates", data, read_timeout=POLL_READ_SECONDS + timeout)
 
 
 def _seconds(value: int | float | timedelta) -> float:
@@ -104,26 +150,24 @@ class Telegram:
     reply_window = None  # a bot may write to a user who started a chat with it at any time
 
     def __init__(self, settings: TelegramConfig, config_file: Path, store: Store, dispatch: ServerDispatch):
-        _hide_tokens()
         self.settings = settings
         self.counters = Counters()
-        folder = Path(config_file).expanduser().parent
-        path = Path(settings.token_file).expanduser() if settings.token_file else folder / TOKEN_FILE
-        hint = f"write the token @BotFather gave your bot on its first line, then `chmod 600 {path}` (docs/telegram.md)"
-        self.token_file = SecretFile(path, "[telegram] token_file", hint)
+        files = {key: SecretFile(*found) for key, found in secret_paths(settings, config_file).items()}
+        self.token_file = files["token_file"]
+        self.webhook_secret: SecretFile | None = files.get("webhook_secret_file")
+        self._kept_secrets: dict[str, None] = {}  # every token and secret read since start, oldest first
+        self._secrets_lock = threading.Lock()
+        _hide_secrets(self)
         self.webhook: TelegramWebhook | None = None
         self.path = ""  # polling: no path on the listener
-        if settings.webhook_url:
-            secret = Path(settings.webhook_secret_file).expanduser() if settings.webhook_secret_file else folder / WEBHOOK_SECRET_FILE
-            hint = f"write a random word of letters, digits, _ and - on its first line, then `chmod 600 {secret}` (docs/telegram.md)"
-            self.webhook_secret = SecretFile(secret, "[telegram] webhook_secret_file", hint)
+        if self.webhook_secret is not None:
             self.webhook = TelegramWebhook(self.webhook_secret, self._take_posted, self.counters)
             self.path = WEBHOOK_PATH
-        # A numeric user id is also the user's private chat with the bot: each can be written to, and a
-        # message tars starts goes to the first when nobody allowed wrote within the day.
-        addresses = list(dict.fromkeys(str(user).strip() for user in settings.allowed_users if str(user).strip().isdigit()))
+        # A numeric user id is also the user's private chat with the bot: each can be written to, and
+        # what tars starts goes to the first, the owner.
+        addresses = allowed_users(settings)
         self.allowed = set(addresses)
-        self.problems = self._check(settings)
+        self.problems = config_problems(settings)
         self.relay = Relay(
             self,
             self.title,
@@ -136,56 +180,71 @@ class Telegram:
         )
         self.offsets = UpdateOffset(store)
         self.polling_error = ""  # why polling stopped (a refused token), with the fix
-        self._bot: Bot | None = None
+        self._bot: _Bot | None = None
         self._bot_lock = asyncio.Lock()
         self._refused = ""  # the token Telegram refused: not tried again until the file holds another
         self._poller: asyncio.Task | None = None  # the long poll, or in webhook mode the setWebhook call
         self._webhook_deleted = False  # polling: a webhook Telegram still had for the bot was deleted once
         self._hash_key = secrets.token_bytes(16)  # until the token can be read
 
-    @staticmethod
-    def _check(settings: TelegramConfig) -> list[str]:
-        problems = []
-        if not settings.allowed_users:
-            problems.append("[telegram] allowed_users is empty: nobody can talk to tars; put your own user id there (docs/telegram.md)")
-        odd = [str(user) for user in settings.allowed_users if not str(user).strip().isdigit()]
-        if odd:
-            problems.append(
-                f"[telegram] allowed_users has {len(odd)} entr{'y' if len(odd) == 1 else 'ies'} that are not numeric user ids "
-                f"({', '.join(repr(user[:40]) for user in odd[:3])}): usernames are not accepted, as they can be changed and "
-                "taken by someone else; put the numeric id there (docs/telegram.md: Find your user id)"
-            )
-        url = urlsplit(settings.api_url)
-        if url.scheme not in ("http", "https") or not url.netloc:
-            problems.append(f"[telegram] api_url {settings.api_url!r} is not an http(s) address")
-        hook = urlsplit(settings.webhook_url)
-        if settings.webhook_url and (hook.scheme != "https" or not hook.netloc or not hook.path.endswith(WEBHOOK_PATH)):
-            problems.append(
-                f"[telegram] webhook_url {settings.webhook_url!r} is not an https address ending in {WEBHOOK_PATH}: "
-                "Telegram posts only to HTTPS, and tarsd serves the webhook at that path"
-            )
-        return problems
+    def secrets(self) -> list[str]:
+        """The token and the webhook secret in their files now, and those read before (a late error
+        may quote an old token): what ``redact`` hides."""
+        with self._secrets_lock:  # asked by log lines from any thread (a worker's, the loop's)
+            for secret in (self.token_file, self.webhook_secret):
+                if secret is not None:
+                    with contextlib.suppress(SecretFileError):
+                        self._kept_secrets[secret.get()] = None
+            while len(self._kept_secrets) > MAX_KEPT_SECRETS:
+                del self._kept_secrets[next(iter(self._kept_secrets))]
+            return list(self._kept_secrets)
+
+    def redact(self, text: str) -> str:
+        """``text`` about the channel with its token and secret hidden: every text that reaches status,
+        the log or a message passes here (Telegram's error texts may quote the token)."""
+        return redact(text, self.secrets())
 
     # ---- start and stop ----
 
-    async def start(self) -> None:
+    def _log_problems(self) -> None:
         for problem in self.problems:
             log.error("Telegram: %s", problem)
-        if problem := self.token_file.problem():
-            log.error("Telegram: %s", problem)
+        for secret in (self.token_file, self.webhook_secret):
+            if secret is not None and (problem := secret.problem()):
+                log.error("Telegram: %s", problem)
+
+    async def start(self, poll: bool = True) -> None:
+        """Polling mode: the relay (answers, and messages tars starts) and, with ``poll``, the long poll.
+        Without it (another machine of the vault polls this bot: tarsd/sync/lease.py) ``start_polling``
+        begins it later."""
+        self._log_problems()
         self.relay.start()
-        self._poller = asyncio.create_task(self._poll(), name="telegram-poller")
-        log.info("Telegram: polling the Bot API for the bot's messages; %d allowed user(s)", len(self.allowed))
+        if poll:
+            self.start_polling()
+            log.info("Telegram: polling the Bot API for the bot's messages; %d allowed user(s)", len(self.allowed))
+        else:
+            log.info(
+                "Telegram: not polling (another machine of this vault polls the bot); sending works; %d allowed user(s)", len(self.allowed)
+            )
+
+    def start_polling(self) -> None:
+        """The long poll, in a task of its own (until ``stop_polling``); messages tars starts are sent without it."""
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll(), name="telegram-poller")
+
+    async def stop_polling(self) -> None:
+        """No more getUpdates (the one under way is cut); what was taken in is still answered."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Webhook mode: entered when the HTTP listener starts (the webhook is registered with
         Telegram in the background), left when it stops."""
-        for problem in self.problems:
-            log.error("Telegram: %s", problem)
-        for secret in (self.token_file, self.webhook_secret):
-            if problem := secret.problem():
-                log.error("Telegram: %s", problem)
+        self._log_problems()
         self.relay.start()
         self._poller = asyncio.create_task(self._register(), name="telegram-set-webhook")
         log.info("Telegram: the webhook is at %s on the HTTP listener; %d allowed user(s)", WEBHOOK_PATH, len(self.allowed))
@@ -196,10 +255,7 @@ class Telegram:
 
     async def stop(self) -> None:
         """No more updates are fetched; what is under way ends as the relay's stop says; the client closes."""
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        await self.stop_polling()
         await self.relay.stop()
         if self._bot is not None:
             with contextlib.suppress(Exception):
@@ -208,7 +264,7 @@ class Telegram:
 
     # ---- the Bot API client ----
 
-    async def _client(self) -> Bot:
+    async def _client(self) -> _Bot:
         """The bot for the token in the file now (a new client when the token changed): its getMe
         answered. InvalidToken, SecretFileError, or a network error when it cannot be had."""
         token = self.token_file.get()
@@ -220,11 +276,11 @@ class Telegram:
                     await self._bot.shutdown()
                 self._bot = None
             # Sends and the long poll on separate connection pools, as the library advises: a send never waits behind a poll.
-            bot = Bot(
+            bot = _Bot(
                 token,
                 base_url=f"{self.settings.api_url.rstrip('/')}/bot",
                 request=HTTPXRequest(connection_pool_size=4, read_timeout=30.0, connect_timeout=10.0),
-                get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=10.0, connect_timeout=10.0),
+                get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=POLL_READ_SECONDS, connect_timeout=10.0),
             )
             await bot.initialize()  # getMe: proves the token, and names the bot in the log
             log.info("Telegram: the token is the bot @%s's", bot.username)
@@ -248,7 +304,7 @@ class Telegram:
                 bot = await self._client()
                 bot_id = str(bot.id)
                 offset = await asyncio.to_thread(self.offsets.get, bot_id)
-                updates = await bot.get_updates(offset=offset or None, timeout=self.settings.poll_timeout_seconds, allowed_updates=UPDATES)
+                answer = await bot.get_update_objects(offset, self.settings.poll_timeout_seconds)
             except InvalidToken as exc:
                 self._token_refused(token, exc)
                 continue
@@ -278,16 +334,48 @@ class Telegram:
             except SecretFileError:
                 await asyncio.sleep(TOKEN_CHECK_SECONDS)  # the file changed since the look above: status shows why
                 continue
-            delay = FIRST_DELAY_SECONDS
             self._refused = self.polling_error = ""
-            for update in updates:
+            if await self._take_all(bot, bot_id, answer):
+                delay = FIRST_DELAY_SECONDS
+            else:
+                # Nothing in the answer could be read or confirmed: asked again at once, the same answer would come.
+                await asyncio.sleep(delay)
+                delay = min(MAX_DELAY_SECONDS, delay * 2)
+
+    async def _take_all(self, bot: _Bot, bot_id: str, answer: object) -> bool:
+        """Each update of a getUpdates answer read and taken in on its own, the offset moved past it
+        (read or not); False when the answer held updates and none could be confirmed."""
+        if not isinstance(answer, list):
+            self._unreadable(f"the Bot API answered getUpdates with {type(answer).__name__}, not a list of updates; asking again")
+            return False
+        confirmed = not answer
+        for item in answer:
+            update_id = item.get("update_id") if isinstance(item, dict) else None
+            if not isinstance(update_id, int) or isinstance(update_id, bool):
+                self._unreadable(f"an update without an update_id ({type(item).__name__}) could not be read: skipped")
+                continue
+            try:
+                update = Update.de_json(item, bot)
+            except Exception as exc:  # noqa: BLE001 - whatever the library cannot read, one update is skipped, never the poller
+                self._unreadable(f"update {update_id} could not be read ({type(exc).__name__}: {exc}): skipped")
+            else:
                 try:
                     await self._take(bot, update)
-                except Exception:
+                except Exception as exc:
                     # Never the poller's end: the update is skipped (its log says why), the next ones are read.
-                    log.exception("Telegram: an update could not be taken in; skipped")
-                # After the update is recorded: a restart asks for the next one, and the recorded one is never answered twice.
-                await asyncio.to_thread(self.offsets.set, bot_id, update.update_id + 1)
+                    log.exception("Telegram: update %d could not be taken in; skipped", update_id)
+                    self.counters.failed(
+                        self.redact(f"update {update_id} could not be taken in ({type(exc).__name__}): skipped"), time.time()
+                    )
+            # After the update is recorded: a restart asks for the next one, and the recorded one is never answered twice.
+            await asyncio.to_thread(self.offsets.set, bot_id, update_id + 1)
+            confirmed = True
+        return confirmed
+
+    def _unreadable(self, why: str) -> None:
+        why = self.redact(why)
+        self.counters.failed(why, time.time())
+        log.warning("Telegram: %s", why)
 
     def _poll_failed(self, exc: TelegramError, delay: float) -> None:
         why = (
@@ -296,13 +384,14 @@ class Telegram:
             if isinstance(exc, Conflict)
             else f"the Bot API could not be reached or failed ({exc}); trying again in {delay:.1f} s"
         )
+        why = self.redact(why)
         self.counters.failed(why, time.time())
         log.warning("Telegram: %s", why)
 
     def _token_refused(self, token: str, exc: TelegramError) -> None:
         self._refused = token
         doing = "Polling has stopped" if self.webhook is None else "The webhook is not set"
-        self.polling_error = (
+        self.polling_error = self.redact(
             f"Telegram refused the bot token ({exc}): it was revoked in @BotFather or is mistyped. {doing}: "
             f"get the bot's token from @BotFather (/token) and write it to {self.token_file.path} (chmod 600); "
             "tars tries again by itself once the file holds another token"
@@ -316,6 +405,7 @@ class Telegram:
         """setWebhook with the address and the secret token, tried until Telegram takes it."""
         delay = FIRST_DELAY_SECONDS
         url = self.settings.webhook_url
+        assert self.webhook_secret is not None  # webhook mode
         while True:
             try:
                 token, secret = self.token_file.get(), self.webhook_secret.get()
@@ -342,7 +432,7 @@ class Telegram:
                 await asyncio.sleep(min(MAX_DELAY_SECONDS, _seconds(exc.retry_after)))
                 continue
             except TelegramError as exc:
-                self.polling_error = f"Telegram did not take the webhook {url} ({exc}); trying again in {delay:.1f} s"
+                self.polling_error = self.redact(f"Telegram did not take the webhook {url} ({exc}); trying again in {delay:.1f} s")
                 self.counters.failed(self.polling_error, time.time())
                 log.warning("Telegram: %s", self.polling_error)
                 await asyncio.sleep(delay)
@@ -353,9 +443,15 @@ class Telegram:
             return
 
     async def _take_posted(self, update: dict) -> None:
-        """An update the webhook was given: read and taken in as a polled one is."""
+        """An update the webhook was given: read and taken in as a polled one is. One the library
+        cannot read is skipped (said in the log and status) and answered 200 all the same: posted
+        again, it would be just as unreadable."""
         bot = await self._client()
-        parsed = Update.de_json(update, bot)
+        try:
+            parsed = Update.de_json(update, bot)
+        except Exception as exc:  # noqa: BLE001 - whatever the library cannot read is one update skipped
+            self._unreadable(f"update {update.get('update_id')} could not be read ({type(exc).__name__}: {exc}): skipped")
+            return
         if parsed is not None:
             await self._take(bot, parsed)
 
@@ -439,6 +535,7 @@ class Telegram:
                 why = f"a message to {self.who(to)} could not reach the Bot API: {exc}; check the network"
             else:
                 why = f"Telegram refused a message to {self.who(to)}: {exc}"
+            why = self.redact(why)  # it reaches status, the log, and (a delivery's error) the inbox
             self.counters.failed(why, time.time())
             log.error("Telegram: %s", why)
             raise SendFailed(why) from None
@@ -486,16 +583,18 @@ class Telegram:
     # ---- status ----
 
     def status(self) -> ChannelStatus:
-        secrets_ = [self.token_file] if self.webhook is None else [self.token_file, self.webhook_secret]
-        problems = [*self.problems, *(secret.problem() for secret in secrets_), self.polling_error]
+        files = [secret for secret in (self.token_file, self.webhook_secret) if secret is not None]
+        problems = [*self.problems, *(secret.problem() for secret in files), self.polling_error]
+        counters = dataclasses.asdict(self.counters)  # Counters' fields are ChannelStatus's, by name
+        counters["last_error"] = self.redact(counters["last_error"])  # said redacted already: and again, whatever set it
         return ChannelStatus(
             name=self.name,
             title="Telegram",
             path=self.path,  # "" when tars polls the Bot API
             receives="" if self.path else "long polling",
-            error="; ".join(p for p in problems if p),
+            error=self.redact("; ".join(p for p in problems if p)),
             allowed_senders=len(self.allowed),
-            **dataclasses.asdict(self.counters),  # Counters' fields are ChannelStatus's, by name
+            **counters,
             questions_waiting=self.relay.questions_waiting(),
         )
 

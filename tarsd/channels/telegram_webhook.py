@@ -19,13 +19,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 from tarsd.channels.channel import Counters
-from tarsd.channels.secrets import SecretFile
 from tarsd.channels.webhook_answers import CLOSE, RefusalLog, answer, error_body
-from tarsd.tools.secret_files import SecretFileError
+from tarsd.setup.private_files import SecretFile, SecretFileError
 
 log = logging.getLogger(__name__)
 
-WEBHOOK_PATH = "/channels/telegram"
+
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 MAX_BODY_BYTES = 512 * 1024  # an update is a few KB: a text is at most 4,096 characters
 

@@ -30,15 +30,14 @@ from pathlib import Path
 from tarsctl.protocol import ChannelStatus
 from tarsd.channels.channel import Button, Counters, SendFailed, WindowClosed
 from tarsd.channels.relay import Relay, ServerDispatch
-from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
 from tarsd.channels.whatsapp_graph import UNKNOWN_TEMPLATE_CODE, WINDOW_CLOSED_CODE, Graph, GraphError
-from tarsd.channels.whatsapp_setup import allowed_senders, config_problems, secret_paths, sender_id
 from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, template_parameter, to_whatsapp
 from tarsd.channels.whatsapp_webhook import WEBHOOK_PATH, Delivery, Webhook
 from tarsd.config.settings import WhatsAppConfig
+from tarsd.setup.private_files import SecretFile, SecretFileError
+from tarsd.setup.whatsapp import addresses, allowed_senders, config_problems, secret_paths
 from tarsd.store.database import Store
-from tarsd.tools.secret_files import SecretFileError
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +64,17 @@ class WhatsApp:
         self.problems = config_problems(settings)
         self._hash_key = secrets.token_bytes(16)  # until the app secret can be read
         self.graph = Graph(settings.graph_url, settings.phone_number_id, self.secrets["access_token_file"].get, self._retried)
-        # The list's ids in the order written (a number or a BSUID: either can be sent to): a message
-        # tars starts goes to the first when nobody allowed wrote within the day.
-        addresses = [found for entry in settings.allowed_senders if (found := sender_id(entry)) is not None]
-        self.relay = Relay(self, self.title, dispatch, SeenMessages(store), self.allowed, addresses=addresses)
+        # The list's ids in the order written (a number or a BSUID: either can be sent to): what tars
+        # starts goes to the first, the owner.
+        self.relay = Relay(
+            self,
+            self.title,
+            dispatch,
+            SeenMessages(store),
+            self.allowed,
+            allow_list="[whatsapp] allowed_senders",
+            addresses=addresses(settings.allowed_senders),
+        )
         self.webhook = Webhook(
             self.secrets["verify_token_file"], self.secrets["app_secret_file"], settings.phone_number_id, self._take, self.counters
         )

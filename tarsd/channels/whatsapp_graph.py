@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import httpx
 
-from tarsd.channels.whatsapp_setup import is_bsuid
+from tarsd.setup.whatsapp import is_bsuid
 
 log = logging.getLogger(__name__)
 

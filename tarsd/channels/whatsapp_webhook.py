@@ -28,9 +28,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from tarsd.channels.channel import ChoiceIn, Counters, IdChanged, Inbound, OtherIn, TextIn
-from tarsd.channels.secrets import SecretFile
 from tarsd.channels.webhook_answers import CLOSE, RefusalLog, answer, error_body
-from tarsd.tools.secret_files import SecretFileError
+from tarsd.setup.private_files import SecretFile, SecretFileError
 
 log = logging.getLogger(__name__)
 

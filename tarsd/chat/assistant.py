@@ -23,6 +23,7 @@ from tarsd.config.settings import Config
 from tarsd.memory.files import MemoryFiles, Remembered, atomic_update, printable
 from tarsd.memory.lines import memory_lines
 from tarsd.memory.pending_rules import ROUTINE, PendingRule, PendingRules
+from tarsd.memory.review import MemoryReview
 from tarsd.memory.vectors import LineVectors
 from tarsd.routines.book import Book
 from tarsd.search.engine import Engine
@@ -75,6 +76,8 @@ class Assistant:
         self.vectors = LineVectors(engine.store, engine.embedder)
         self.memory = MemoryFiles(self.vault, config.memory, self.vectors)
         self.memory.pending = PendingRules(engine.store)
+        # The memory review: proposals on Memory.md as a whole, decided by the user (tarsd/memory/review.py).
+        self.memory_review = MemoryReview(self.memory, engine.store, config.memory, self.vectors)
         self.recall = MemoryRecall(config.memory, self.vectors, self._count_tokens)
         self.conversations = ConversationStore(engine.store)
         self.reindex = reindex
@@ -133,6 +136,8 @@ class Assistant:
         """A watcher event (any thread): memory files are checked for lines lost in a write race."""
         if rel in (self.config.memory.semantic_file, self.config.memory.procedural_file):
             self.memory.changed(rel)
+            if rel == self.config.memory.semantic_file:
+                self.memory_review.noticed()  # when each line appeared: the review's dates for lines without a stamp
             if not self._warming.locked():
                 threading.Thread(target=self.warm_memory_vectors, name="memory-warm", daemon=True).start()
 
@@ -470,6 +475,11 @@ class Assistant:
                 continue
             self.memory.pending.finish(proposal.id)
             log.info("finished approving proposal #%d, interrupted when tarsd stopped: %s", proposal.id, proposal.describe())
+        try:  # the memory review's approvals and their history notes (tarsd/memory/review_apply.py)
+            self.memory_review.recover()
+        except Exception as exc:  # a vault gone, a full disk: never a reason not to start
+            log.warning("could not finish the memory review's interrupted approvals: %s; they are finished at the next start", _why(exc))
+        self.memory_review.noticed()  # lines written while tarsd was stopped: noted as new since its last look
 
     def warnings(self) -> list[str]:
         found = []
@@ -525,6 +535,7 @@ class Assistant:
         return [{"line": line.text, "file": rel, "noted": line.stamp.describe()} for _, _, rel, line in found]
 
     def close(self) -> None:
+        self.memory_review.close()
         self.memory.guard.stop()
         self.vectors.close()
 

@@ -36,6 +36,7 @@ _TAGS = (
     "corrections",
     "rewards",
     "tool-result",
+    "session-log",  # the memory review's model pass (tarsd/chat/memory_review.py)
 )
 _TAG_PATTERN = re.compile(r"<(/?)(" + "|".join(re.escape(t) for t in _TAGS) + r")\b", re.IGNORECASE)
 

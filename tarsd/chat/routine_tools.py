@@ -16,11 +16,14 @@ import tomli_w
 from tarsctl.authority import Principal, Right, may
 from tarsd.memory.pending_rules import ROUTINE, PendingRules
 from tarsd.routines.book import CHANNEL_TARGETS, Book, Routine
-from tarsd.routines.schedule import parse_schedule, parse_when
+from tarsd.routines.schedule import parse_when
 
 # Reminders the model set that wait at once: a model told by a note to remind the user of something
 # again and again is stopped here (the user's own reminders have no such limit).
 MAX_MODEL_REMINDERS = 20
+# A reminder's text from the model: a reminder is a line or two, and a longer one (110,000
+# characters once arrived as 28 Telegram messages) is refused, the tool error saying the limit.
+MAX_REMINDER_TEXT = 1000
 
 SPECS = [
     {
@@ -31,7 +34,10 @@ SPECS = [
             "type": "object",
             "properties": {
                 "when": {"type": "string", "description": "HH:MM (today, or tomorrow if past), an ISO date-time, or 'in N min|h|d'"},
-                "text": {"type": "string", "description": "what to tell the user then, e.g. 'go to the shop'"},
+                "text": {
+                    "type": "string",
+                    "description": f"what to tell the user then, e.g. 'go to the shop' (at most {MAX_REMINDER_TEXT} characters)",
+                },
             },
             "required": ["when", "text"],
         },
@@ -75,11 +81,16 @@ class RoutineTools:
                 f"error: {waiting} reminders you set wait already, the most there may be; tell the user, who can list them "
                 "with `tarsctl routines` and set more with `tarsctl remind`"
             )
-        tz = self.book.tz
-        when = parse_when(str(args.get("when") or ""), tz, datetime.now(tz))
         text = str(args.get("text") or "").strip()
         if not text:
             return "error: text is required: what to tell the user"
+        if len(text) > MAX_REMINDER_TEXT:
+            return (
+                f"error: the text is {len(text):,} characters; a reminder's text is at most {MAX_REMINDER_TEXT:,}: "
+                "say it in a sentence or two"
+            )
+        tz = self.book.tz
+        when = parse_when(str(args.get("when") or ""), tz, datetime.now(tz))
         # A reminder asked for in a messenger goes back to that messenger; elsewhere to [routines] deliver.
         channel = conversation.split(":", 1)[0]
         targets = (channel,) if channel in CHANNEL_TARGETS else ()
@@ -130,8 +141,7 @@ def routine_proposal(args: dict, book: Book) -> str:
     name = str(args.get("name") or "").strip()
     if not fields["prompt"]:
         raise ValueError("prompt is required: what tars is asked at each run")
-    parse_schedule(str(fields["schedule"]), book.tz, datetime.now(book.tz))
-    book.check(Routine(name=name, created=time.time(), **_typed(fields)))
+    book.check(Routine(name=name, created=time.time(), **_typed(fields)))  # the schedule too, as every door checks it
     if book.get(name) is not None:
         raise ValueError(f"a routine called {name!r} exists already: propose another name")
     return tomli_w.dumps({"routine": {name: fields}})

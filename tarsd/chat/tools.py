@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tarsctl.arguments import parse_when
 from tarsctl.authority import Principal, Right, may
+from tarsctl.protocol import ToolEffect
 from tarsctl.shown import forget_command
 from tarsd.chat import prompts
 from tarsd.chat.conversations import ToolCall
@@ -293,6 +294,43 @@ def tool_summary(name: str, output: str) -> str:
     if status == "possible_update":
         return f"not stored yet: close to {report.get('similar', '')!r} in {where} ({report.get('differs', '')})"
     return ""
+
+
+def tool_effect(name: str, output: str) -> ToolEffect | None:
+    """What a call of tars's own tools did on the model's account, as data for a client to draw with
+    its own undo (the messengers do: tarsd/channels/effects.py); None when it changed nothing."""
+    if not output.startswith("{") or (name != "memory_remember" and name not in ROUTINE_TOOL_NAMES):
+        return None
+    try:
+        report = json.loads(output)
+    except ValueError:
+        return None
+    if not isinstance(report, dict):
+        return None
+    status, path = report.get("status"), str(report.get("file", ""))
+    if name in ROUTINE_TOOL_NAMES:
+        if status == "set":
+            to = [str(target) for target in report.get("to", [])] if isinstance(report.get("to"), list) else []
+            text, at, reminder = str(report.get("text", "")), str(report.get("at", "")), str(report.get("name", ""))
+            return ToolEffect(kind="reminder", text=text, at=at, name=reminder, to=to)
+        if status == "pending":
+            return ToolEffect(kind="proposed_routine", text=str(report.get("routine", "")), pending_id=_id(report))
+        return None
+    if status == "added" and "line" in report:
+        return ToolEffect(kind="noted", text=str(report["line"]), path=path)
+    if status == "replaced":
+        return ToolEffect(kind="replaced", text=str(report.get("new", "")), old=str(report.get("old", "")), path=path)
+    if status == "pending" and "old" in report:
+        text, old = str(report.get("new", "")), str(report.get("old", ""))
+        return ToolEffect(kind="proposed_change", text=text, old=old, path=path, pending_id=_id(report))
+    if status == "pending":
+        return ToolEffect(kind="proposed_rule", text=str(report.get("rule", "")), pending_id=_id(report))
+    return None
+
+
+def _id(report: dict) -> int:
+    value = report.get("pending_id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def routine_summary(output: str) -> str:

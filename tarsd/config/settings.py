@@ -139,6 +139,12 @@ class MemoryConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Status warns when the part that is in every prompt (the whole file, or the core) passes these.
     warn_lines: Count = 100
     warn_tokens: Count = 1000
+    # The memory review (docs/memory.md#the-memory-review): one review proposes removing at most this
+    # share of Memory.md's lines (at least one), those still waiting from earlier reviews included, so
+    # a wrong check can never empty the file even if its proposals are approved all at once.
+    review_max_remove_percent: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    # Where the history of what the review changed is kept in the vault: a note per month.
+    history_folder: str = "Memory history"
 
 
 class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -319,6 +325,11 @@ class RoutinesConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Where a routine's answer goes unless it says otherwise.
     deliver: list[DeliveryTarget] = msgspec.field(default_factory=lambda: ["inbox"])
     runs_per_day: AtLeastOne = 48  # a routine's limit unless it sets its own
+    # The shortest `every` a routine or a repeating reminder may have: each time, a routine runs the
+    # model and a repeating reminder messages the phone. A crontab fires at most once a minute.
+    min_interval_seconds: Annotated[int, msgspec.Meta(ge=1, le=86400)] = 60
+    # A repeating reminder's messages a day unless it sets its own runs_per_day (a one-shot is sent once anyway).
+    reminder_runs_per_day: AtLeastOne = 48
     tokens_per_run: AtLeastOne = 50_000
     # A routine's run missed (tarsd stopped, the machine asleep) is still made up for this long
     # after its time; later, it is skipped and listed. Reminders: reminder_grace_hours.

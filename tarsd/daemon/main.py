@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from tarsd.index.watcher import VaultWatcher
     from tarsd.search.engine import Engine
     from tarsd.serve.http import HttpDoor
+    from tarsd.sync.coordinator import SyncCoordinator
     from tarsd.tools.servers import ToolServers
 
 log = logging.getLogger("tarsd")
@@ -122,6 +123,7 @@ class Daemon:
         self.deliveries = None
         self.clock = None  # routines' clock (tarsd/routines/clock.py); None when [routines] enabled = false
         self.routines_skipped: list[str] = []  # runs missed past their grace at start
+        self.sync: SyncCoordinator | None = None  # other machines on this vault: heartbeats, merges, who polls Telegram
 
     def request_stop(self, why: str) -> None:
         if not self._stop.is_set():
@@ -179,6 +181,7 @@ class Daemon:
             # Before any door opens: an approval a kill interrupted is finished, so no one sees it both ways.
             await asyncio.to_thread(self.assistant.finish_decisions)
             self._open_routines()
+            self.sync = self._open_sync()
             self.watcher = VaultWatcher(self.vault, self._path_changed, self.queue.request_reconcile)
             loop.add_signal_handler(signal.SIGHUP, self.retry)
 
@@ -189,6 +192,9 @@ class Daemon:
             # Watch first, then reconcile: nothing changed in between can be missed.
             self.watcher.start()
             self.queue.request_reconcile()
+            # The heartbeat tells the other machines that this one is up (who polls Telegram, below);
+            # conflict copies found at start are merged in the background.
+            await self.sync.start()
             workers = [
                 asyncio.create_task(self.queue.run(), name="keyword-worker"),
                 asyncio.create_task(self.queue.run_vectors(), name="vector-worker"),
@@ -235,6 +241,8 @@ class Daemon:
                 await self.http.close()  # before the socket server: its requests run through the socket's dispatcher
             if self.telegram is not None:
                 await self.telegram.stop()  # as the HTTP listener: its chats run through the socket's dispatcher
+            if self.sync is not None:
+                await self.sync.stop()  # after Telegram: its last heartbeat says this machine polls no more
             if server is not None:
                 await server.close()
                 socket_path.unlink(missing_ok=True)
@@ -280,6 +288,8 @@ class Daemon:
             reminder_grace=timedelta(hours=settings.reminder_grace_hours),
             routine_grace=timedelta(minutes=settings.grace_minutes),
         )
+        # Never raises for a routine (each routine's error is its own, named in status) nor for the
+        # database (said in status, tried again at the next check): tarsd serves whatever the file holds.
         self.routines_skipped = await self.clock.start()
         for line in self.routines_skipped:
             log.warning("%s", line)
@@ -292,12 +302,38 @@ class Daemon:
 
         settings = self.config.routines
         self.routine_tz = user_timezone(settings.timezone)
-        self.routine_book = Book(routines_path(settings.file, self.config_file), self.routine_tz)
+        self.routine_book = Book(
+            routines_path(settings.file, self.config_file), self.routine_tz, settings.min_interval_seconds, self.config.vault_path
+        )
         self.ledger = Ledger(self.engine.store)
         self.assistant.open_routines(self.routine_book, self._routines_changed)
 
+    def _open_sync(self) -> SyncCoordinator:
+        """Other machines on this vault (docs/two-machines.md): the heartbeat, the journal of memory
+        lines, conflict copies merged, proposals the vault shows done, who polls Telegram."""
+        from tarsd.sync.coordinator import SyncCoordinator
+
+        book = self.routine_book
+        coordinator = SyncCoordinator(
+            self.config,
+            self.assistant.memory,
+            self.ledger,
+            routine_names=lambda: [r.name for r in book.load() if not r.is_reminder and not r.paused],
+            note_templates=lambda: [r.note for r in book.load() if r.note],
+            reindex=self.queue.touch_now,
+            version=self._version(),
+        )
+        coordinator.prepare()
+        return coordinator
+
+    def sync_status(self):
+        from tarsctl.protocol import SyncStatus
+
+        return self.sync.status() if self.sync is not None else SyncStatus()
+
     def _routines_changed(self) -> None:
-        """A proposal approved on a worker thread added a routine: the clock re-arms on the loop."""
+        """A proposal approved on a worker thread added a routine. The book tells the clock of every
+        write already (Book.on_written); this only makes sure, at the cost of a stat."""
         if self.clock is not None:
             self._loop.call_soon_threadsafe(self.clock.rearm)
 
@@ -333,7 +369,7 @@ class Daemon:
         """The HTTP listener; its web framework is imported here, only when enabled. A listener that
         cannot start (a taken port, a bad token file) is logged and shown in status: the socket,
         the index and the chat go on without it."""
-        from tarsd.serve.http_token import mcp_token_path, token_path
+        from tarsd.setup.http_tokens import mcp_token_path, token_path
 
         try:
             from tarsd.serve.http import HttpDoor, HttpStartError
@@ -402,7 +438,10 @@ class Daemon:
             log.error("Telegram channel not started: %s", self.telegram_error)
             return
         self.telegram = Telegram(self.config.telegram, self.config_file, self.engine.store, server.dispatch)
-        await self.telegram.start()
+        # Two machines on one vault: one polls (tarsd/sync/lease.py); the other keeps the channel for
+        # sending (routines, reminders) and stands by, taking over when the one polling stops.
+        decision = await self.sync.telegram_decision(_TelegramPoller(self.telegram))
+        await self.telegram.start(poll=decision.poll)
 
     def http_status(self):
         from tarsctl.protocol import HttpStatus
@@ -420,7 +459,10 @@ class Daemon:
         elif self.config.whatsapp.enabled:
             channels.append(ChannelStatus(name="whatsapp", path="/channels/whatsapp", error=self.whatsapp_error))
         if self.telegram is not None:
-            channels.append(self.telegram.status())
+            telegram = self.telegram.status()
+            if self.sync is not None and self.sync.standing_by():
+                telegram.receives = "long polling by another machine of this vault (this one stands by, and sends)"
+            channels.append(telegram)
         elif self.config.telegram.enabled:
             channels.append(ChannelStatus(name="telegram", title="Telegram", receives="long polling", error=self.telegram_error))
         return channels
@@ -439,9 +481,11 @@ class Daemon:
 
     def _path_changed(self, rel: str) -> None:
         """A watcher event (the observer's thread): index the path; the memory files are also
-        checked for lines a write race lost."""
+        checked for lines a write race lost, and a sync tool's conflict copy is merged or listed."""
         self.queue.touch(rel)
         self.assistant.file_changed(rel)
+        if self.sync is not None:
+            self.sync.path_changed(rel)
 
     def _reindex_from_thread(self, rel: str, loop: asyncio.AbstractEventLoop) -> None:
         """Index a file tars just wrote, from a worker thread, through the single writer: at once,
@@ -475,6 +519,34 @@ class Daemon:
         from tarsd.serve.status import coverage
 
         return coverage(self.queue, self.engine, self.watcher)
+
+
+class _TelegramPoller:
+    """The Telegram channel as the two-machine coordinator starts and stops its polling (tarsd/sync)."""
+
+    def __init__(self, telegram: Telegram):
+        from tarsd.sync.coordinator import bot_hash
+
+        self.telegram = telegram
+        try:
+            token = telegram.token_file.get()
+        except Exception:  # no token yet: the channel says why; machines then tell bots apart by nothing
+            token = ""
+        self.bot_id = token.split(":", 1)[0].strip()
+        self.bot = bot_hash(token)
+
+    async def start_polling(self) -> None:
+        self.telegram.start_polling()
+
+    async def stop_polling(self) -> None:
+        await self.telegram.stop_polling()
+
+    def offset(self) -> int:
+        return self.telegram.offsets.get(self.bot_id) if self.bot_id else 0
+
+    def set_offset(self, offset: int) -> None:
+        if self.bot_id:
+            self.telegram.offsets.set(self.bot_id, offset)
 
 
 def _at(when: float) -> str:

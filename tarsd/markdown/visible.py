@@ -113,6 +113,13 @@ def _markdown_in_code(lines: list[str], in_code: list[bool | None]) -> int:
     return sum(1 for line, code in zip(lines, in_code, strict=True) if code and _LOOKS_LIKE_MARKDOWN.search(line))
 
 
+def in_fenced_code(lines: list[str]) -> list[bool]:
+    """For each line of a whole note: whether it is inside a fenced code block (``` or ~~~), its
+    fence lines included, so a ``## heading`` written there is code, not a heading."""
+    found, _, _ = _code_lines(lines, starts_in_code=False)
+    return [flag is not False for flag in found]
+
+
 def _code_lines(lines: list[str], starts_in_code: bool) -> tuple[list[bool | None], bool, bool]:
     """For each line: True inside a code fence, False outside, None for a fence's marker line;
     whether a marker with an info string (which only opens a fence) stands inside a fence; and

@@ -438,6 +438,14 @@ def compare(new: Fact, old: Fact, cosine: float | None = None) -> Comparison:
     return Comparison(UPDATE, differences[0] if differences else "the model reads them as different", near)
 
 
+def same_fact(new: Fact, old: Fact, cosine: float | None = None) -> bool:
+    """Whether ``compare`` would call the two a duplicate, without working out how close they are
+    otherwise (the memory review asks this of thousands of pairs)."""
+    if new.key == old.key:
+        return True
+    return not _differences(new, old) and (cosine is None or cosine >= DUPLICATE_VETO_COSINE)
+
+
 def _differences(new: Fact, old: Fact) -> list[str]:
     """What makes two lines say different things, most telling first; empty for a restatement."""
     found = []

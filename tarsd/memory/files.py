@@ -24,6 +24,7 @@ from typing import Protocol
 from tarsd.config.settings import MemoryConfig
 from tarsd.memory import facts, provenance
 from tarsd.memory.guard import WINDOW_SECONDS, WriteGuard
+from tarsd.memory.journal import Journal, line_key
 from tarsd.memory.lines import (
     LIST_PREFIX,
     MemoryLine,
@@ -119,11 +120,15 @@ class MemoryFiles:
         self.vectors = vectors
         self._lock = threading.RLock()  # one writer of memory files at a time
         self.guard = WriteGuard(self.verify)
+        self.guard.elsewhere = self._changed_elsewhere
         # Told a vault path after tars changed a memory file (a remember, a forget, the guard's
         # repair), so the index follows without each caller re-indexing by hand. It must not block.
         self.on_written: Callable[[str], None] | None = None
         self._refused: set[str] = set()  # memory files found symlinked out of the vault (logged once)
         self.pending: PendingRules | None = None  # where the model's rules wait for the user (none: refused)
+        # tars's journal of the lines it writes and removes, in the vault for the other machines of a
+        # synced vault (tarsd/memory/journal.py); set by tarsd/sync, None: not kept.
+        self.journal: Journal | None = None
 
     def path(self, name: str) -> Path:
         """A memory file's path; raises OutsideVault if a symlink takes it out of the vault."""
@@ -395,15 +400,55 @@ class MemoryFiles:
         scored.sort(key=lambda c: (-c.score, c.line_number))
         return Forgotten(rel, scored[: max(1, limit)])
 
+    # ---- the memory review (tarsd/memory/review.py): a change the user approved, or its undo ----
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by a writer of memory files; the memory review holds it from reading a file to writing it."""
+        return self._lock
+
+    def rewrite(
+        self,
+        kind: str,
+        change: Callable[[str], str | None],
+        added: list[tuple[str, str]] | None = None,
+        removed: list[str] | None = None,
+        journaled: bool = True,
+    ) -> str | None:
+        """Apply ``change`` to a memory file's text, under the memory lock and guarded like a remember
+        or a forget (the lines ``added`` and ``removed`` are watched against an editor's stale save);
+        the text written, None when ``change`` left it as it was. The memory review's approved change
+        or undo is journaled like tars's own writes (another machine's merge then knows the line went);
+        a change tars makes for another machine (a conflict copy merged in, a line put back from the
+        journal: tarsd/sync) passes ``journaled=False``: the journal holds each line where it was written."""
+        with self._lock:
+            return self._write(self.target(kind), change, added, removed, journaled=journaled)
+
+    def section_for(self, fact: str) -> str:
+        """The Memory.md heading a new fact would go under (as remember picks it, without the model)."""
+        existing = memory_lines(read_owned(self.vault, self.semantic))
+        return self._section_for(fact, existing, None)
+
     # ---- writing, and the guard ----
 
     def _write(
-        self, target: Path, change: Callable[[str], str], added: list[tuple[str, str]] | None = None, removed: list[str] | None = None
-    ) -> None:
+        self,
+        target: Path,
+        change: Callable[[str], str | None],
+        added: list[tuple[str, str]] | None = None,
+        removed: list[str] | None = None,
+        journaled: bool = True,
+    ) -> str | None:
         make_folders(self.vault, target.parent)
-        atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+        written = atomic_update(target, change, **self._guarded(target, added or [], removed or []))
+        if self.journal is not None and journaled and written is not None:
+            try:
+                self.journal.wrote(self.rel(target), added or [], removed or [])
+            except (OSError, OutsideVault) as exc:  # the line is written: the journal only helps other machines
+                log.warning("%s: the change is written, but tars's journal in the vault could not be: %s", self.rel(target), exc)
         if self.on_written is not None:
             self.on_written(self.rel(target))
+        return written
 
     def _guarded(self, target: Path, added: list[tuple[str, str]], removed: list[str]) -> dict[str, Callable]:
         """atomic_update's hooks into the write guard, for a write adding and removing these lines."""
@@ -412,6 +457,16 @@ class MemoryFiles:
             "written": lambda st: self.guard.wrote(target, st, added, removed),
             "displaced": lambda before, theirs, ours: self.guard.displaced(target, before, theirs, ours),
         }
+
+    def _changed_elsewhere(self, target: Path, line: str, removed: bool, after: float) -> bool:
+        """For the guard: whether another machine's tars wrote (``removed``: the line tars removed here)
+        or removed (a line tars wrote here) this line after ``after``, as the journal shows."""
+        if self.journal is None:
+            return False
+        view = self.journal.view()
+        where = (self.rel(target), line_key(line))
+        event = view.last_add.get(where) if removed else view.last_removal.get(where)
+        return event is not None and event.t > after and event.machine != self.journal.machine
 
     def verify(self, target: Path) -> None:
         """The guard's check: put back lines a write race lost (see tarsd/memory/guard.py)."""

@@ -80,6 +80,10 @@ class WriteGuard:
 
     def __init__(self, verify: Callable[[Path], None]):
         self._verify = verify  # re-reads a file and repairs it (MemoryFiles.verify)
+        # A vault synced with other machines: (path, line, removed, at) -> whether tars on another machine
+        # changed the line the other way after ``at`` (its journal says so: tarsd/memory/journal.py). Such a
+        # version is that machine's word, not an editor's stale copy: it is left as it is.
+        self.elsewhere: Callable[[Path, str, bool, float], bool] | None = None
         self._entries: dict[Path, list[_Written]] = {}
         self._own: dict[Path, Stamp] = {}  # the version tars wrote last
         self._due: list[tuple[float, str]] = []  # (monotonic time, path) heap of checks
@@ -160,6 +164,15 @@ class WriteGuard:
             if there != entry.removed:
                 keep.append(entry)  # as tars left it
             elif changed_at - entry.at <= WINDOW_SECONDS:
+                if self.elsewhere is not None and self.elsewhere(path, entry.line, entry.removed, entry.at):
+                    log.info(
+                        "%s: tars on another machine of the vault %s this line after %s: left so: %s",
+                        path.name,
+                        "wrote" if entry.removed else "removed",
+                        entry.by,
+                        entry.line,
+                    )
+                    continue  # that machine's later word stands, and the line is no longer watched
                 (back if entry.removed else lost).append(entry)
                 keep.append(entry)
             else:

@@ -155,6 +155,14 @@ class PendingRules:
         with self._writing():
             self.conn.execute("UPDATE proposals SET lines_before = ? WHERE id = ? AND state = ?", (lines, rule_id, APPROVING))
 
+    def close(self, rule_id: int) -> bool:
+        """A proposal the vault shows done already (approved on another machine of a synced vault, or
+        made by hand: tarsd/memory/settled.py) leaves the list without being applied. False when it is
+        not waiting any more (decided meanwhile)."""
+        with self._writing():
+            self.conn.execute("DELETE FROM proposals WHERE id = ? AND state = ?", (rule_id, PENDING))
+            return self.conn.changes() > 0
+
     def reopen(self, rule_id: int) -> None:
         """Applying an approved proposal failed (the disk, the line gone): it waits again."""
         with self._writing():

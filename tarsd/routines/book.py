@@ -19,42 +19,47 @@ hand alike:
 time zone; a number is read as unix time); an entry without it counts from the file's last
 change. It anchors an ``every`` series and is where catching up on missed runs starts.
 
-Nothing the user wrote is lost: a writer re-reads the file just before it writes (a hand edit
-since the last load stays), changes only the entry concerned (entries tars cannot read, and keys
-it does not know, are written back as they were), refuses to write over a file that is not valid
-TOML, and replaces the file in one step (temp file, fsync, rename): a failed write (a full disk)
-leaves the old file as it was.
+Nothing the user wrote is lost: a writer changes only the entry concerned (entries tars cannot
+read, and keys it does not know, are written back as they were), refuses to write over a file
+that is not valid TOML or not a regular file, and replaces the file in one step, as a compare and
+swap with any other writer, through a symlink to the file it points to (tarsd/routines/toml_file.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import json
+import logging
+import math
 import re
-import secrets
 import threading
 import time
-import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import get_args
+from typing import TypeVar, get_args
 from zoneinfo import ZoneInfo
 
-import tomli_w
-
 from tarsd.config.settings import DeliveryTarget
+from tarsd.routines.note_target import NOTE_HINT, heading_problem, note_problem
 from tarsd.routines.schedule import ScheduleError, parse_schedule
+from tarsd.routines.toml_file import FileProblem, TomlFile
 
 ROUTINES_FILE_NAME = "routines.toml"
-NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # whole names only: fullmatch (a name ending in a newline is not one)
 NAME_HINT = "a name is 1 to 64 lower-case letters, digits, '-' and '_', starting with a letter or digit: morning-brief"
 TARGETS: tuple[str, ...] = get_args(DeliveryTarget)
 CHANNEL_TARGETS = ("telegram", "whatsapp")  # the targets that are messengers: a message there reaches the user's phone
 AUTHORS = ("user", "model")
+REVIEWS = ("memory",)  # built-in runs a routine may have instead of a prompt
 ROUTINE_TABLE, REMINDER_TABLE = "routine", "reminder"
 _NOT_CHANGED = ("name", "created")
 _OPTIONAL_NUMBERS = {"runs_per_day": 1, "tokens_per_run": 1, "grace_minutes": 0}  # the least each may be
+MAX_FILE_BYTES = 16 * 1024 * 1024  # a routines file larger than this is not read (10,000 routines are ~2 MB)
+_TRIES = 50  # a write redone this often because the file kept changing under it gives up
+_FUTURE_SLACK = 86400.0  # a creation time this far ahead is still read (clocks of two machines)
+Result = TypeVar("Result")
 
 
 class RoutineError(ValueError):
@@ -82,6 +87,9 @@ class Routine:
     note: str = ""  # for the note target; empty: the config's
     heading: str = ""
     by: str = "user"  # who wrote it: "user" | "model"
+    # A built-in run instead of a prompt: "memory" runs the memory review (docs/memory.md#the-memory-review),
+    # which proposes and changes nothing; tarsd/speaking/memory_review.py runs it.
+    review: str = ""
 
     @property
     def is_reminder(self) -> bool:
@@ -98,23 +106,42 @@ class Routine:
         return self.deliver or tuple(default)
 
 
+_CREATED_HINT = "created is when the routine was written (2026-11-26T17:00:00Z); without it, tars counts from the file's last change"
+
+
 def routines_path(routines_file: str, config_file: Path) -> Path:
     return Path(routines_file).expanduser() if routines_file else Path(config_file).expanduser().parent / ROUTINES_FILE_NAME
 
 
 class Book:
     """The routines of the routines file. ``load`` is cheap when the file did not change (a stat);
-    ``version`` goes up each time it was read again, so a caller can tell that it changed."""
+    ``version`` goes up each time it was read again, so a caller can tell that it changed.
 
-    def __init__(self, path: Path, tz: ZoneInfo):
+    ``min_interval_seconds``: the shortest ``every`` a routine or repeating reminder may have
+    ([routines] min_interval_seconds; None: no least). ``vault``: where note targets must stay."""
+
+    def __init__(self, path: Path, tz: ZoneInfo, min_interval_seconds: float | None = None, vault: Path | None = None):
         self.path = Path(path)
         self.tz = tz
+        self.min_interval_seconds = min_interval_seconds
+        self.vault = Path(vault) if vault is not None else None
         self.problem = ""
         self.version = 0
+        self.file = TomlFile(self.path, (ROUTINE_TABLE, REMINDER_TABLE))
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._routines: list[Routine] = []
         self._loaded = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_written(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the writing thread) after each write tars makes to the file: the
+        clock re-arms at once for a routine or reminder added, changed or removed, whoever wrote it."""
+        self._listeners.append(listener)
+
+    def forget(self, listener: Callable[[], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     # Reading
 
@@ -154,15 +181,43 @@ class Book:
     def _read_raw(self) -> dict:
         """The file as TOML; {} when it is not there. RoutineError when it cannot be read or parsed."""
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise RoutineError(f"cannot read {self.path}: {exc.strerror}", "check the file's permissions") from exc
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise RoutineError(f"{self.path} is not valid TOML: {exc}", "fix the line named, or restore the file") from exc
+            return self.file.read()
+        except FileProblem as exc:
+            raise RoutineError(str(exc), exc.hint) from exc
+
+    def _change(self, apply: Callable[[dict], Result]) -> Result:
+        """Read the file, ``apply`` a change to it (a RoutineError from it changes nothing), write
+        it back (toml_file.py: a compare and swap with any other writer)."""
+
+        def apply_and_date(raw: dict) -> Result:
+            result = apply(raw)
+            # An entry written without `created` counts from the file's last change; this write changes
+            # the file, so it gets the time it had until now written in (else a one-shot reminder due
+            # meanwhile would read as set after its own time, and be refused before it was sent).
+            fallback = None
+            for table in (ROUTINE_TABLE, REMINDER_TABLE):
+                for entry in _entries(raw, table).values():
+                    if isinstance(entry, dict) and "created" not in entry:
+                        fallback = fallback if fallback is not None else datetime.fromtimestamp(self._file_time(), UTC)
+                        entry["created"] = fallback
+            return result
+
+        with self._lock:
+            try:
+                result = self.file.change(apply_and_date)
+            except FileProblem as exc:
+                raise RoutineError(str(exc), exc.hint) from exc
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # the file is written: a listener's trouble is its own, never the writer's
+                logging.getLogger(__name__).exception("routines: telling of a change of %s failed", self.path)
+        return result
+
+    @property
+    def redone(self) -> int:
+        """Writes made again because another writer changed the file meanwhile."""
+        return self.file.redone
 
     def _decode_all(self, raw: dict) -> tuple[list[Routine], list[str]]:
         routines: list[Routine] = []
@@ -175,7 +230,7 @@ class Book:
                 bad.append(f"{table} must be a table of entries ([{table}.NAME])")
                 continue
             for name, entry in entries.items():
-                where = f"[{table}.{name}]"
+                where = f"[{table}.{name if NAME.fullmatch(name) else json.dumps(name)}]"  # as TOML quotes an odd key
                 if name in seen:
                     bad.append(f"{where}: the name is used twice (routine and reminder names share one list)")
                     continue
@@ -183,6 +238,9 @@ class Book:
                     routines.append(self._decode(table, name, entry, fallback))
                 except RoutineError as exc:
                     bad.append(f"{where}: {exc}")
+                    continue
+                except (ValueError, OverflowError, TypeError) as exc:  # a date past the calendar: this entry's error only
+                    bad.append(f"{where}: cannot be read: {exc}")
                     continue
                 seen.add(name)
         return routines, bad
@@ -213,40 +271,51 @@ class Book:
             routine = Routine(name=name, **values)
         except TypeError as exc:
             raise RoutineError(f"cannot be read: {exc}") from exc
-        self._check(routine, datetime.fromtimestamp(routine.created, UTC))
+        self._check(routine, None)
         return routine
 
     def _created(self, value: object) -> float:
-        if isinstance(value, datetime):
-            return (value if value.tzinfo is not None else value.replace(tzinfo=self.tz)).timestamp()
-        if isinstance(value, date):
-            return datetime(value.year, value.month, value.day, tzinfo=self.tz).timestamp()
+        try:
+            if isinstance(value, datetime):
+                return (value if value.tzinfo is not None else value.replace(tzinfo=self.tz)).timestamp()
+            if isinstance(value, date):
+                return datetime(value.year, value.month, value.day, tzinfo=self.tz).timestamp()
+        except (OverflowError, ValueError) as exc:
+            raise RoutineError(f"created = {value} is not a time tars can use: {exc}", _CREATED_HINT) from exc
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        raise RoutineError("created must be a date and time (2026-11-26T17:00:00Z) or a unix time")
+        raise RoutineError("created must be a date and time (2026-11-26T17:00:00Z) or a unix time", _CREATED_HINT)
 
     def check(self, routine: Routine) -> None:
         """RoutineError when ``routine`` could not be added now (a proposal is checked before it waits)."""
         self._check(routine, datetime.now(self.tz))
 
-    def _check(self, routine: Routine, now: datetime) -> None:
-        """Every field as it must be; ``now``: a one-shot before it is refused (the routine's
-        creation when reading the file, so a reminder that has passed is still read)."""
-        if not isinstance(routine.name, str) or not NAME.match(routine.name):
+    def _check(self, routine: Routine, now: datetime | None) -> None:
+        """Every field as it must be; ``now``: a one-shot before it is refused (None: the routine's
+        creation, as when reading the file, so a reminder that has passed is still read)."""
+        created = routine.created
+        if not isinstance(created, (int, float)) or isinstance(created, bool) or not 0 <= created <= time.time() + _FUTURE_SLACK:
+            raise RoutineError(f"created ({created!r}) must be a time from 1970 to now: it is when the routine was written", _CREATED_HINT)
+        if now is None:
+            now = datetime.fromtimestamp(created, UTC)
+        if not isinstance(routine.name, str) or not NAME.fullmatch(routine.name):
             raise RoutineError(f"{routine.name!r} cannot be a name", NAME_HINT)
-        for key in ("schedule", "prompt", "text", "note", "heading", "by"):
+        for key in ("schedule", "prompt", "text", "note", "heading", "by", "review"):
             if not isinstance(getattr(routine, key), str):
                 raise RoutineError(f"{key} must be a string in quotes")
         for key in ("schedule", "note", "heading"):
             # One line each: a heading with a line break would write a heading of its own into the note.
             if any(ord(char) < 32 or ord(char) == 127 for char in getattr(routine, key)):
                 raise RoutineError(f"{key} must be one line, with no control characters", f"give the {key} on one line")
-        if (routine.prompt == "") == (routine.text == ""):
+        if sum(1 for key in ("prompt", "text", "review") if getattr(routine, key) != "") != 1:
             raise RoutineError(
-                "needs exactly one of prompt (a routine: the model is asked) and text (a reminder: the text is sent as it is)",
+                "needs exactly one of prompt (a routine: the model is asked), text (a reminder: the text is sent as it is) "
+                'and review (a built-in run: review = "memory")',
                 'e.g. prompt = "What is on my calendar today?"',
             )
-        if routine.prompt.strip() == "" and routine.text.strip() == "":
+        if routine.review and routine.review not in REVIEWS:
+            raise RoutineError(f"no built-in review {routine.review!r}", f"review may be {', '.join(map(repr, REVIEWS))}")
+        if not routine.review and routine.prompt.strip() == "" and routine.text.strip() == "":
             raise RoutineError("its prompt or text is only blanks", "say what tars should do or say")
         for key in ("deliver", "tools"):
             values = getattr(routine, key)
@@ -264,8 +333,14 @@ class Book:
                 raise RoutineError(f"{key} must be a whole number, {least} or more")
         if routine.by not in AUTHORS:
             raise RoutineError(f"by must be one of {', '.join(AUTHORS)}")
+        problem = note_problem(routine.note, self.vault)
+        if problem:
+            raise RoutineError(problem, NOTE_HINT)
+        problem = heading_problem(routine.heading)
+        if problem:
+            raise RoutineError(problem, 'give a heading as it reads in the note, e.g. "tars" or "C# notes"')
         try:
-            parse_schedule(routine.schedule, self.tz, now)
+            parse_schedule(routine.schedule, self.tz, now, min_interval=self.min_interval_seconds)
         except ScheduleError as exc:
             raise RoutineError(str(exc), exc.hint) from exc
 
@@ -274,14 +349,17 @@ class Book:
     def add(self, routine: Routine) -> Routine:
         """Add a routine or reminder (a one-shot must still be to come). RoutineError when the name
         is taken or a field cannot be used."""
-        with self._lock:
-            raw = self._raw_for_writing()
+        created = routine.created
+        if isinstance(created, (int, float)) and not isinstance(created, bool) and math.isfinite(created):
+            routine = dataclasses.replace(routine, created=float(int(created)))
+
+        def add_to(raw: dict) -> None:
             if self._entry(raw, routine.name) is not None:
                 raise RoutineError(f"there is a routine called {routine.name!r} already", "pick another name, or change that one")
-            routine = dataclasses.replace(routine, created=float(int(routine.created)))
-            self._check(routine, datetime.now(UTC))
             raw.setdefault(self._table(routine), {})[routine.name] = self._encode(routine, {})
-            self._write(raw)
+
+        self._check(routine, datetime.now(UTC))  # what is wrong with the routine first, whatever the file's state
+        self._change(add_to)
         return self._written(routine.name)
 
     def update(self, name: str, **changes: object) -> Routine:
@@ -294,21 +372,20 @@ class Book:
         changes = {
             key: tuple(value) if key in ("deliver", "tools") and isinstance(value, list) else value for key, value in changes.items()
         }
-        with self._lock:
-            raw = self._raw_for_writing()
+
+        def update_in(raw: dict) -> None:
             table, entry = self._found(raw, name)
-            old = self._decode(table, name, entry, self._file_time())
-            new = dataclasses.replace(old, **changes)
+            new = dataclasses.replace(self._decode(table, name, entry, self._file_time()), **changes)
             # A reminder that has passed may be edited otherwise; a schedule given anew must be to come.
-            self._check(new, datetime.now(UTC) if "schedule" in changes else datetime.fromtimestamp(new.created, UTC))
+            self._check(new, datetime.now(UTC) if "schedule" in changes else None)
             del raw[table][name]
             raw.setdefault(self._table(new), {})[name] = self._encode(new, entry)
-            self._write(raw)
+
+        self._change(update_in)
         return self._written(name)
 
     def remove(self, name: str) -> Routine:
-        with self._lock:
-            raw = self._raw_for_writing()
+        def remove_from(raw: dict) -> Routine:
             table, entry = self._found(raw, name)
             try:
                 gone = self._decode(table, name, entry, self._file_time())
@@ -316,7 +393,9 @@ class Book:
                 # A broken entry can be removed as well: it is what the user would do to fix it.
                 gone = Routine(name=name, schedule=str(entry.get("schedule", "")) if isinstance(entry, dict) else "", created=0.0)
             del raw[table][name]
-            self._write(raw)
+            return gone
+
+        gone = self._change(remove_from)
         self.load()
         return gone
 
@@ -338,13 +417,6 @@ class Book:
         while f"{base}-{number}" in taken:
             number += 1
         return f"{base}-{number}"
-
-    def _raw_for_writing(self) -> dict:
-        """The file as it is now (a hand edit since the last load is kept); a file that cannot be read is never written over."""
-        try:
-            return self._read_raw()
-        except RoutineError as exc:
-            raise RoutineError(f"nothing was changed: {exc}", exc.hint) from exc
 
     @staticmethod
     def _entry(raw: dict, name: str) -> dict | None:
@@ -380,31 +452,6 @@ class Book:
                 entry[spec.name] = list(value) if isinstance(value, tuple) else value
         return entry
 
-    def _write(self, raw: dict) -> None:
-        """The whole file at once: a temp file beside it (0600, fsynced), renamed over it. On any
-        failure the temp file goes and the old file stays as it was."""
-        raw = {table: entries for table, entries in raw.items() if not (table in (ROUTINE_TABLE, REMINDER_TABLE) and entries == {})}
-        text = tomli_w.dumps(raw)
-        temp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, self.path)
-            except BaseException:
-                temp.unlink(missing_ok=True)
-                raise
-        except OSError as exc:
-            raise RoutineError(
-                f"cannot write {self.path}: {exc.strerror or exc}; nothing was changed",
-                "free some disk space or fix the folder's permissions, then try again",
-            ) from exc
-        _sync_folder(self.path.parent)
-
     def _written(self, name: str) -> Routine:
         found = self.get(name)
         if found is None:  # only if the file changed again between the write and this read
@@ -417,17 +464,3 @@ class Book:
 def _entries(raw: dict, table: str) -> dict:
     entries = raw.get(table, {})
     return entries if isinstance(entries, dict) else {}
-
-
-def _sync_folder(folder: Path) -> None:
-    """The rename itself survives a power cut once the folder is synced (where the system allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -46,8 +46,9 @@ from tarsd.serve.http_guard import (
     page_url,
 )
 from tarsd.serve.http_middleware import CALLER, Counters, Guard
-from tarsd.serve.http_token import TokenCheck, TokenError, ensure_token
+from tarsd.serve.http_token import TokenCheck
 from tarsd.serve.socket_server import FD_RESERVE
+from tarsd.setup.http_tokens import TokenError, ensure_token
 
 if TYPE_CHECKING:
     from tarsd.config.settings import HttpConfig

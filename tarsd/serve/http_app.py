@@ -27,6 +27,11 @@ or SSE events when streamed (http_json).
     POST   /remind                remind            -> routine_saved ({"when": "in 10 min", "text": "...", "to": [...]})
     GET    /inbox                 inbox             -> inbox_reply (what routines and reminders said, newest first)
     POST   /inbox/read            inbox             -> inbox_reply ({"ids": [...]} or {"all": true} are read now)
+    GET    /schedule/preview      preview_schedule  -> schedule_preview (?schedule=: can it be used, or why not; its next ?runs=3)
+    POST   /memory/review         memory_review     -> memory_review_reply (proposals for Memory.md; {"sessions": false}: no model)
+    GET    /memory/proposals      memory_proposals  -> memory_proposals_reply (the memory review's proposals waiting)
+    POST   /memory/proposals/decide  decide_memory_proposals -> memory_proposals_decided ({"ids": [...], "approve": true, "seen": [...]})
+    POST   /memory/undo           memory_undo       -> memory_undone ({"change_id": 0}: the last change)
     GET    /docs, /openapi.json   the API description
     /mcp                          reserved for MCP over streamable HTTP: see ``Mount`` and ``HttpDoor(mounts=...)``
     /channels/whatsapp            the WhatsApp channel's webhook, when [whatsapp] is enabled (tarsd/channels): signed, no token
@@ -60,6 +65,7 @@ from tarsctl.protocol import (
     ConversationHistory,
     ConversationList,
     ConversationMessages,
+    DecideMemoryProposals,
     DecideRule,
     DecideToolCall,
     EndConversation,
@@ -70,9 +76,17 @@ from tarsctl.protocol import (
     IndexDone,
     ListConversations,
     ListTools,
+    MemoryProposals,
+    MemoryProposalsDecided,
+    MemoryProposalsReply,
+    MemoryReview,
+    MemoryReviewReply,
+    MemoryUndo,
+    MemoryUndone,
     Message,
     PendingRules,
     PendingRulesReply,
+    PreviewSchedule,
     Remember,
     Remembered,
     Remind,
@@ -83,6 +97,7 @@ from tarsctl.protocol import (
     RoutinesReply,
     RuleDecided,
     SaveRoutine,
+    SchedulePreview,
     Search,
     SearchResults,
     Status,
@@ -94,8 +109,17 @@ from tarsctl.protocol import (
 from tarsd import __version__
 from tarsd.serve.http_json import HttpError, as_json, error_response, json_response, protocol_message, read_body, sse_event, wants_stream
 
-# The page, its script and its style: served without a token (they hold no data), like the API description.
-PAGES = {"/": ("index.html", "text/html; charset=utf-8"), "/app.js": ("app.js", "text/javascript"), "/app.css": ("app.css", "text/css")}
+# The page, its scripts (modules: app.js imports the others) and its style: served without a token
+# (they hold no data), like the API description.
+PAGES = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript"),
+    "/core.js": ("core.js", "text/javascript"),
+    "/markdown.js": ("markdown.js", "text/javascript"),
+    "/routines.js": ("routines.js", "text/javascript"),
+    "/memory.js": ("memory.js", "text/javascript"),
+    "/app.css": ("app.css", "text/css"),
+}
 DOCS = ("/docs", "/docs/oauth2-redirect", "/openapi.json")
 
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment line while a model thinks, so proxies keep the stream open
@@ -223,6 +247,52 @@ class InboxReadBody(msgspec.Struct, forbid_unknown_fields=True):
     all: bool = False  # every message is read now
 
 
+# ---- the memory review (docs/memory.md#the-memory-review) ----
+
+
+class MemoryReviewBody(msgspec.Struct, forbid_unknown_fields=True):
+    sessions: bool = True  # also the session logs since the last review, read by the model when one answers
+    provider: str = ""
+    model: str = ""
+
+
+class MemoryDecideBody(msgspec.Struct, forbid_unknown_fields=True):
+    approve: bool  # true: applied as one change (undoable); false: rejected, never proposed again
+    ids: list[int] = []  # these proposals
+    kind: str = ""  # or every one waiting of this kind: duplicate | supersede | expired | budget | missing
+    seen: list[str] = []  # each proposal's text as the page showed it, in the order of ids (the page sends them)
+
+
+class MemoryUndoBody(msgspec.Struct, forbid_unknown_fields=True):
+    change_id: int = 0  # 0: the last change applied
+
+
+def _memory_review_routes(app: FastAPI, answer: Callable[[Message, type], Awaitable[Response]]) -> None:
+    """The memory review's endpoints: each a protocol request, its rights the authority table's."""
+
+    @app.post("/memory/review", tags=["memory"], summary="Review Memory.md: proposals, never changes")
+    async def memory_review(request: Request) -> Response:
+        body: MemoryReviewBody = await read_body(request, MemoryReviewBody)
+        return await answer(
+            protocol_message(MemoryReview, sessions=body.sessions, provider=body.provider, model=body.model), MemoryReviewReply
+        )
+
+    @app.get("/memory/proposals", tags=["memory"], summary="The memory review's proposals waiting for the user")
+    async def memory_proposals() -> Response:
+        return await answer(protocol_message(MemoryProposals), MemoryProposalsReply)
+
+    @app.post("/memory/proposals/decide", tags=["memory"], summary="Approve (apply, undoable) or reject memory proposals")
+    async def decide_memory_proposals(request: Request) -> Response:
+        body: MemoryDecideBody = await read_body(request, MemoryDecideBody)
+        message = protocol_message(DecideMemoryProposals, ids=body.ids, kind=body.kind, approve=body.approve, seen=body.seen)
+        return await answer(message, MemoryProposalsDecided)
+
+    @app.post("/memory/undo", tags=["memory"], summary="Undo a change the memory review applied (the last by default)")
+    async def memory_undo(request: Request) -> Response:
+        body: MemoryUndoBody = await read_body(request, MemoryUndoBody)
+        return await answer(protocol_message(MemoryUndo, change_id=body.change_id), MemoryUndone)
+
+
 # Each endpoint and the protocol request it runs (what it may do is the authority table's, asked by the
 # dispatcher: tarsctl/authority.py). tests/layout/test_authority.py checks this against the app's routes.
 ROUTES: dict[tuple[str, str], type[Message]] = {
@@ -248,6 +318,11 @@ ROUTES: dict[tuple[str, str], type[Message]] = {
     ("POST", "/remind"): Remind,
     ("GET", "/inbox"): Inbox,
     ("POST", "/inbox/read"): Inbox,
+    ("GET", "/schedule/preview"): PreviewSchedule,
+    ("POST", "/memory/review"): MemoryReview,
+    ("GET", "/memory/proposals"): MemoryProposals,
+    ("POST", "/memory/proposals/decide"): DecideMemoryProposals,
+    ("POST", "/memory/undo"): MemoryUndo,
 }
 
 
@@ -516,6 +591,15 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
             raise HttpError(400, "bad_request", "no message to mark read", 'send {"ids": [...]} or {"all": true}')
         return await answer(protocol_message(Inbox, mark_read=body.ids, mark_all_read=body.all), InboxReply)
 
+    @app.get("/schedule/preview", tags=["routines"], summary="Check a schedule as a routine would read it, and say its next runs")
+    async def preview_schedule(
+        schedule: str,
+        name: str = Query("", description="the routine being edited: an `every` series counts from its creation"),
+        runs: int = Query(3, description="how many of the next runs (1 to 10)"),
+    ) -> Response:
+        return await answer(protocol_message(PreviewSchedule, schedule=schedule, name=name, runs=runs), SchedulePreview)
+    _memory_review_routes(app, answer)
+
     for mount in mounts:
         # The path itself too, not only what lies under it: MCP clients POST to /mcp, and a
         # redirect to /mcp/ would cost each call a round trip (or fail in a client that does not follow it).
@@ -537,6 +621,9 @@ def _describe(app: FastAPI) -> None:
         ("/routines/{name}", "patch"): RoutineChangeBody,
         ("/remind", "post"): RemindBody,
         ("/inbox/read", "post"): InboxReadBody,
+        ("/memory/review", "post"): MemoryReviewBody,
+        ("/memory/proposals/decide", "post"): MemoryDecideBody,
+        ("/memory/undo", "post"): MemoryUndoBody,
     }
     replies = {
         ("/search", "get"): SearchResults,
@@ -561,6 +648,11 @@ def _describe(app: FastAPI) -> None:
         ("/remind", "post"): RoutineSaved,
         ("/inbox", "get"): InboxReply,
         ("/inbox/read", "post"): InboxReply,
+        ("/schedule/preview", "get"): SchedulePreview,
+        ("/memory/review", "post"): MemoryReviewReply,
+        ("/memory/proposals", "get"): MemoryProposalsReply,
+        ("/memory/proposals/decide", "post"): MemoryProposalsDecided,
+        ("/memory/undo", "post"): MemoryUndone,
     }
 
     def openapi() -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from tarsctl.protocol import ChannelStatus, HttpStatus
+from tarsctl.protocol import ChannelStatus, HttpStatus, SyncStatus
 from tarsd.chat.assistant import Assistant
 from tarsd.config.settings import Config
 from tarsd.index.sync_queue import SyncQueue
@@ -49,3 +49,6 @@ class DaemonParts(Protocol):
 
     def channels_status(self) -> list[ChannelStatus]:
         """The messenger channels' state ([whatsapp]), for status; empty when none is enabled."""
+
+    def sync_status(self) -> SyncStatus:
+        """Other machines on this vault, conflict copies and merges (tarsd/sync), for status."""

@@ -57,6 +57,7 @@ CAPABILITIES = [
     "conversation_history",
     "tools",
     "tool_approvals",
+    "memory_review",  # memory_review, memory_proposals, decide_memory_proposals, memory_undo
 ]
 WRITE_TIMEOUT_SECONDS = 30.0
 ACCEPT_BACKLOG = 128

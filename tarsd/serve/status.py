@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from tarsd.serve.parts import DaemonParts
     from tarsd.tools.servers import ServerView, ToolServers
 
+# A routine's latest outcome that status shows, and how many routines' it names at most.
+TROUBLE_OUTCOMES = ("failed", "interrupted", "limited")
+SHOWN_ERRORS = 5
 # File states worth a user's attention, in the order status lists them.
 HEALTH_STATES = ("not_indexed", "stale", "deleted", "skipped", "repaired")
 
@@ -229,6 +233,8 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         warnings.append(f"tools: {rules.problem}")
     channels = daemon.channels_status()
     warnings.extend(channel_warnings(channels))
+    sync = daemon.sync_status()
+    warnings.extend(sync.warnings)  # a conflict copy of a note of yours, a routine both machines run
     memory = dict(daemon.assistant.memory_status())
     if memory.get("last_restored_at") is None:
         memory["last_restored_at"] = 0.0  # never
@@ -266,6 +272,7 @@ def build_status(daemon: DaemonParts, request: Status) -> StatusReply:
         channels=channels,
         memory_budget=engine.plan.describe(),
         routines=routines_status(daemon),
+        sync=sync,
     )
 
 
@@ -284,23 +291,27 @@ def run_info(run: Run | None) -> RunInfo | None:
 
 
 def routines_status(daemon: DaemonParts) -> RoutinesStatus:
-    """What runs next, what ran last, and what went wrong (the newest failed runs and deliveries)."""
-    book, ledger = daemon.routine_book, daemon.ledger
+    """What runs next, what ran last, and what is wrong now: each routine whose latest outcome is a
+    failure (once, however often it failed; gone once a later run went well), each target whose
+    latest delivery was given up, and every entry of the routines file that cannot run, by name."""
+    book, ledger, clock = daemon.routine_book, daemon.ledger, daemon.clock
     found = book.load()
     reminders = sum(1 for r in found if r.is_reminder)
-    upcoming = []
-    if daemon.clock is not None:
-        for routine in found:
-            at = daemon.clock.next_run(routine.name)
-            if at is not None:
-                upcoming.append((at.timestamp(), routine.name))
-    next_at, next_name = min(upcoming) if upcoming else (0.0, "")
+    next_at, next_name = clock.earliest() if clock is not None else (0.0, "")
     newest = ledger.runs("", 20)
     last = next((run for run in newest if run.outcome != "skipped"), newest[0] if newest else None)
     counts = ledger.delivery_counts()
-    errors = [f"{run.routine}: {run.outcome}: {run.detail}" for run in newest if run.outcome in ("failed", "interrupted", "limited")][:5]
-    errors += [f"delivery to {d.target} failed: {d.last_error}" for d in ledger.failed_deliveries(5)]
-    problem = book.problem
+    latest = ledger.latest_outcomes([r.name for r in found])
+    troubled = sorted((run for run in latest.values() if run.outcome in TROUBLE_OUTCOMES), key=lambda run: -run.started_at)
+    tz = daemon.routine_tz
+    errors = [f"{run.routine}: {run.outcome} ({_when(run.scheduled_at, tz)}): {run.detail}" for run in troubled[:SHOWN_ERRORS]]
+    if len(troubled) > SHOWN_ERRORS:
+        errors.append(f"and {len(troubled) - SHOWN_ERRORS} more routines whose last run went wrong: tarsctl routines lists them")
+    errors += [
+        f"delivery to {d.target} failed: {d.last_error} (the message is in the inbox; nothing reached it since)"
+        for d in ledger.failing_targets()
+    ]
+    problem = routines_problem(daemon)
     if not daemon.config.routines.enabled:
         problem = "[routines] enabled = false: this tarsd runs no routines (another machine of the vault does)"
     return RoutinesStatus(
@@ -318,7 +329,24 @@ def routines_status(daemon: DaemonParts) -> RoutinesStatus:
         problem=problem,
         errors=errors,
         timezone=str(daemon.routine_tz),
+        set_aside=[f"{name}: {error}" for name, error in sorted(clock.problems().items())] if clock is not None else [],
     )
+
+
+def routines_problem(daemon: DaemonParts) -> str:
+    """What keeps routines of the file from running: its entries that cannot be read (the book's),
+    and the routines the clock set aside because their times cannot be computed, each by name."""
+    problems = [daemon.routine_book.problem] if daemon.routine_book.problem else []
+    if daemon.clock is not None:
+        problems += [f"{name}: {error}" for name, error in sorted(daemon.clock.problems().items())]
+        if daemon.clock.trouble:
+            problems.append(daemon.clock.trouble)
+    return "; ".join(problems)
+
+
+def _when(at: float, tz) -> str:
+    """A run's time in the routines' time zone, as `tarsctl routines` shows it."""
+    return datetime.fromtimestamp(at, tz).strftime("%Y-%m-%d %H:%M")
 
 
 def channel_warnings(channels: list[ChannelStatus]) -> list[str]:

@@ -28,6 +28,11 @@ if TYPE_CHECKING:  # the channels are loaded only when one is enabled (tests/ser
 
 log = logging.getLogger(__name__)
 
+# A notice of a failure (a run failed, a delivery given up) is posted at most this often per routine:
+# a routine every 15 minutes with the model down tells the user once an hour, not 96 times a day.
+NOTICE_EVERY_SECONDS = 3600.0
+NOTICE_CHARS = 400  # of what went wrong, in a notice
+NOTICE_PREFIX = "notice:"  # the source of a notice: notice:ROUTINE (a notice's own failure makes no notice)
 # Seconds before each retry of a failed delivery; after the last, the delivery is given up (the
 # message stays in the inbox). About a day in all: a phone off for a night still gets it.
 RETRY_SECONDS = (2.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 3600.0, 7200.0, 7200.0, 14400.0, 14400.0, 28800.0, 28800.0)
@@ -57,6 +62,7 @@ class Deliveries:
         self._running: asyncio.Task | None = None
         self._again = False
         self.last_error = ""
+        self._noticed: dict[str, float] = {}  # routine -> when its last notice was posted
 
     # ---- making a message ----
 
@@ -79,6 +85,29 @@ class Deliveries:
         item = await asyncio.to_thread(self.ledger.post, source, title, text, resolved, claim_run)
         self.kick()
         return item
+
+    async def notice(self, routine: str, what: str, targets: list[str] | tuple[str, ...]) -> InboxItem | None:
+        """A short notice that something of ``routine`` went wrong, in the inbox and on the routine's
+        messengers among ``targets`` (not a note: a failure is no entry for the user's notes). At most
+        one per routine every NOTICE_EVERY_SECONDS (across restarts: the inbox says when the last
+        was); None when one was posted within that time."""
+        source = NOTICE_PREFIX + routine
+        if routine not in self._noticed:
+            last = await asyncio.to_thread(self.ledger.last_posted, source)
+            self._noticed.setdefault(routine, last if last is not None else 0.0)
+        now = time.time()
+        if now - self._noticed[routine] < NOTICE_EVERY_SECONDS:
+            log.info("routine %s: %s (no notice: one was posted within the hour)", routine, what)
+            return None
+        self._noticed[routine] = now
+        if len(what) > NOTICE_CHARS:  # a short notice: an error body of a megabyte stays in tarsd's log and the run's detail
+            what = what[: NOTICE_CHARS - 1] + "…"
+        text = (
+            f"{routine} {what}\n`tarsctl routines show {routine}` has its runs; `tarsctl status` says what is wrong now. "
+            "(At most one such notice an hour for each routine.)"
+        )
+        channels = [target for target in targets if target in CHANNEL_TARGETS]
+        return await self.post(source, "Something went wrong", text, channels)
 
     # ---- trying ----
 
@@ -129,9 +158,23 @@ class Deliveries:
             log.warning(
                 "delivering %s to %s failed (attempt %d): %s; tars %s", item.source, delivery.target, delivery.attempts + 1, why, again
             )
+            if retry_at is None and not item.source.startswith(NOTICE_PREFIX):  # no notice about a notice
+                await self._given_up(item, delivery, why)
             return
         await asyncio.to_thread(self.ledger.delivered, delivery.id)
         log.info("delivered %s to %s", item.source, delivery.target)
+
+    async def _given_up(self, item: InboxItem, delivery: DeliveryState, why: str) -> None:
+        """A delivery given up: a notice in the inbox and on the message's messengers (the one that
+        failed too: it may be back by now, and a notice that fails there makes no further notice)."""
+        routine = item.source.split(":", 1)[1] if ":" in item.source else item.source
+        target = delivery.target.split("#", 1)[0] if delivery.target.startswith("note:") else delivery.target
+        when = datetime.fromtimestamp(item.created_at, self.tz).strftime("%Y-%m-%d %H:%M")
+        what = f"could not be delivered to {target} (its message of {when}; tars gave up): {why}"
+        try:
+            await self.notice(routine, what, [d.target for d in item.deliveries])
+        except Exception:  # the notice is a help: the delivery is recorded as given up whatever becomes of it
+            log.exception("the notice of a delivery given up could not be posted")
 
     def _retry_at(self, attempts: int) -> float | None:
         if attempts > len(self.retry_seconds):
@@ -152,7 +195,8 @@ class Deliveries:
                 raise DeliveryFailed(str(exc)) from None
             return
         if target.startswith("note:"):
-            rel, _, heading = target.removeprefix("note:").rpartition("#")
+            # At the first "#": a note path has none (tarsd/routines/note_target.py), a heading may ("C# notes").
+            rel, _, heading = target.removeprefix("note:").partition("#")
             if not rel:
                 note_path("", datetime.now(self.tz))  # raises, saying which setting names the note
             block = entry(item.title or item.source, item.text, datetime.fromtimestamp(item.created_at, self.tz))

@@ -27,6 +27,7 @@ from tarsd.routines.ledger import Ledger, Run
 from tarsd.routines.schedule import ScheduleError, parse_schedule
 from tarsd.serve.handlers.common import Peer
 from tarsd.speaking.deliveries import Deliveries
+from tarsd.speaking.memory_review import run_review
 
 if TYPE_CHECKING:  # the channels are loaded only when one is enabled
     from tarsd.channels.relay import Relay
@@ -97,24 +98,43 @@ class RoutineRunner:
         await self._fire(routine, scheduled, late, run)
 
     async def _fire(self, routine: Routine, scheduled: datetime, late: bool, run: Run) -> Run:
-        """Run one occurrence claimed as ``run``; the finished run."""
+        """Run one occurrence claimed as ``run``; the finished run. A failed one leaves a notice where
+        the user looks (Deliveries.notice: the inbox and the routine's messenger, at most one an hour)."""
         try:
             if routine.is_reminder:
-                return await self._remind(routine, run)
-            return await self._run(routine, scheduled, late, run)
+                finished = await self._remind(routine, scheduled, late, run)
+            elif routine.review:  # a built-in run, no prompt: the memory review (tarsd/speaking/memory_review.py)
+                finished = await run_review(self, routine, RoutinePeer(routine.name, self._stopping), run)
+            else:
+                finished = await self._run(routine, scheduled, late, run)
         except asyncio.CancelledError:
             await asyncio.to_thread(self.ledger.finish, run.id, "interrupted", "tarsd stopped during the run")
             raise
         except Exception as exc:
             log.exception("routine %s failed", routine.name)
-            return await asyncio.to_thread(self.ledger.finish, run.id, "failed", f"{type(exc).__name__}: {exc}")
+            finished = await asyncio.to_thread(self.ledger.finish, run.id, "failed", f"{type(exc).__name__}: {exc}")
+        if finished.outcome == "failed":
+            try:
+                await self.deliveries.notice(routine.name, f"did not run: {finished.detail}", self.targets(routine))
+            except Exception:  # the notice is a help: the run's failure is recorded whatever becomes of it
+                log.exception("routine %s: the notice of its failure could not be posted", routine.name)
+        return finished
 
-    async def _remind(self, routine: Routine, run: Run) -> Run:
+    async def _remind(self, routine: Routine, scheduled: datetime, late: bool, run: Run) -> Run:
+        one_shot = self._one_shot(routine)
+        if not one_shot:  # a repeating reminder is limited per day like a routine (a runaway "every 1 min" stops there)
+            limit = routine.runs_per_day if routine.runs_per_day is not None else self.config.reminder_runs_per_day
+            limited = await self._over_limit(routine, run, limit, "reminder_runs_per_day")
+            if limited is not None:
+                return limited
+        text = routine.text
+        if late:
+            text = f"{self._late_mark(scheduled)}\n{text}"
         item = await self.deliveries.post(
-            f"reminder:{routine.name}", "Reminder", routine.text, self.targets(routine), run.id, routine.note, routine.heading
+            f"reminder:{routine.name}", "Reminder", text, self.targets(routine), run.id, routine.note, routine.heading
         )
         finished = await asyncio.to_thread(self.ledger.finish, run.id, "reminded", "", "", item.id)
-        if not self._one_shot(routine):
+        if not one_shot:
             return finished  # a reminder on a repeating schedule stays
         # A one-shot reminder is said once: it leaves the routines file (its message stays in the inbox).
         try:
@@ -130,14 +150,31 @@ class RoutineRunner:
         except ScheduleError:
             return True  # a one-shot older than its own creation: nothing to keep it for
 
-    async def _run(self, routine: Routine, scheduled: datetime, late: bool, run: Run) -> Run:
-        limit = routine.runs_per_day if routine.runs_per_day is not None else self.config.runs_per_day
+    async def _over_limit(self, routine: Routine, run: Run, limit: int, default_key: str) -> Run | None:
+        """The run finished as limited when ``routine`` ran ``limit`` times today already; else None."""
         day_start = datetime.now(self.tz).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         ran_today = await asyncio.to_thread(self.ledger.runs_since, routine.name, day_start)
-        if ran_today > limit:  # this run is counted already
-            detail = f"not run: {limit} runs a day is this routine's limit (runs_per_day)"
-            log.warning("routine %s: %s", routine.name, detail)
-            return await asyncio.to_thread(self.ledger.finish, run.id, "limited", detail)
+        if ran_today <= limit:  # this run is counted already
+            return None
+        key = "runs_per_day" if routine.runs_per_day is not None else f"[routines] {default_key}"
+        if routine.is_reminder:
+            detail = f"not sent: {limit} messages a day is this reminder's limit ({key})"
+        else:
+            detail = f"not run: {limit} runs a day is this routine's limit ({key})"
+        log.warning("routine %s: %s", routine.name, detail)
+        return await asyncio.to_thread(self.ledger.finish, run.id, "limited", detail)
+
+    def _late_mark(self, scheduled: datetime) -> str:
+        """(late: this was due at 14:00), with the date when it was not today."""
+        local = scheduled.astimezone(self.tz)
+        when = f"{local:%H:%M}" if local.date() == datetime.now(self.tz).date() else f"{local:%Y-%m-%d %H:%M}"
+        return f"(late: this was due at {when})"
+
+    async def _run(self, routine: Routine, scheduled: datetime, late: bool, run: Run) -> Run:
+        limit = routine.runs_per_day if routine.runs_per_day is not None else self.config.runs_per_day
+        limited = await self._over_limit(routine, run, limit, "runs_per_day")
+        if limited is not None:
+            return limited
         targets = self.targets(routine)
         asking = self._asking_relay(targets)
         budget = routine.tokens_per_run if routine.tokens_per_run is not None else self.config.tokens_per_run
@@ -185,7 +222,7 @@ class RoutineRunner:
                 + " --tools ...`)"
             )
         if late:
-            text = f"(late: this was due at {scheduled.astimezone(self.tz).strftime('%H:%M')})\n{text}"
+            text = f"{self._late_mark(scheduled)}\n{text}"
         item = await self.deliveries.post(f"routine:{routine.name}", routine.name, text, targets, run.id, routine.note, routine.heading)
         return await asyncio.to_thread(self.ledger.finish, run.id, "spoke", detail, conversation, item.id)
 

@@ -1,17 +1,18 @@
 """The ``note`` target: a message appended under a heading of a note the user names (the day's
 daily note, say), written the way tars writes its memory files: atomically, inside the vault, never
-through a symlink that leads out of it."""
+through a symlink that leads out of it. The note and heading were checked when the routine was
+written (tarsd/routines/note_target.py); the path is checked again here, as a folder may have been
+swapped for a symlink since."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 
+from tarsd.markdown.visible import in_fenced_code
+from tarsd.routines.note_target import heading_of, note_problem
 from tarsd.vault.atomic import atomic_update
 from tarsd.vault.files import OutsideVault, owned_file
-
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 
 
 class NoteTargetError(ValueError):
@@ -39,15 +40,20 @@ def entry(title: str, text: str, when: datetime) -> str:
 
 
 def insert_under(document: str, heading: str, block: str) -> str:
-    """``document`` with ``block`` at the end of the section under ``heading`` (any level), or, when
+    """``document`` with ``block`` at the end of the section under ``heading`` (an ATX heading line
+    whose whole text is ``heading``, any level, any case, not inside a fenced code block), or, when
     there is no such heading, with a new ``## heading`` section at the end holding it."""
     lines = document.splitlines(keepends=True)
+    in_code = in_fenced_code([line.rstrip("\r\n") for line in lines])
+    wanted = heading.strip().casefold()
     start = level = None
     for number, line in enumerate(lines):
-        match = _HEADING.match(line.rstrip("\n"))
-        if match and start is None and match.group(2).strip().lower() == heading.strip().lower():
-            start, level = number, len(match.group(1))
-        elif match and start is not None and level is not None and len(match.group(1)) <= level:
+        found = None if in_code[number] else heading_of(line)
+        if found is None:
+            continue
+        if start is None and found[1].casefold() == wanted:
+            start, level = number, found[0]
+        elif start is not None and level is not None and found[0] <= level:
             before = "".join(lines[:number]).rstrip("\n") + "\n\n"
             return before + block + "\n" + "".join(lines[number:])
     if start is not None:
@@ -59,6 +65,9 @@ def insert_under(document: str, heading: str, block: str) -> str:
 def append_to_note(vault: Path, rel: str, heading: str, block: str) -> str:
     """Append ``block`` under ``heading`` in the note ``rel`` (made, with its folders, when missing);
     the note's path in the vault."""
+    problem = note_problem(rel)
+    if problem:  # a delivery recorded before these checks, or a note path the config gives
+        raise NoteTargetError(problem, "fix the routine's note (tarsctl routines edit NAME --note ...) or [routines] note")
     try:
         path = owned_file(vault, rel)
     except OutsideVault as exc:

@@ -1,5 +1,5 @@
 """The index database's schema: every table's DDL (also those whose SQL lives elsewhere:
-conversations in tarsd/chat, memory-line vectors and pending rules in tarsd/memory, the messages
+conversations in tarsd/chat, memory-line vectors, pending rules and the memory review in tarsd/memory, the messages
 a channel took in in tarsd/channels, routine runs and the inbox in tarsd/routines), the
 migrations from one version to the next, and the check that refuses an index newer than
 this tars. The vector table is not here: its layout follows the embedder (vectors.py)."""
@@ -12,7 +12,7 @@ import apsw
 
 from tarsd.store.errors import StoreError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -263,7 +263,61 @@ CREATE INDEX deliveries_message ON deliveries(message_id);
 CREATE INDEX deliveries_due ON deliveries(next_attempt_at) WHERE state = 'pending';
 """
 
-# Version 11: recall by lines (tarsd/store/line_units.py, tarsd/search/recall.py). Each line of a
+# Version 11: the memory review (tarsd/memory/review_store.py holds its SQL). Each review run; each
+# change it proposed (its change_key is UNIQUE: a change proposed, rejected, applied or undone once is
+# never proposed again); each change applied to Memory.md, with the file before and after it (the
+# undo), written first and marked applied after the file, so a kill in between is finished or rolled
+# back at the next start; and when each line was first seen, and last seen missing (how old a line
+# without a stamp is).
+# In the database rather than the vault, like the other proposals: the history the user reads is a
+# note in the vault (tarsd/memory/review_history.py).
+_SCHEMA_MEMORY_REVIEW = """
+CREATE TABLE memory_reviews (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    source TEXT NOT NULL DEFAULT '',      -- who asked: terminal | browser | phone | routine:NAME
+    lines INTEGER NOT NULL DEFAULT 0,     -- Memory.md's lines then
+    proposed INTEGER NOT NULL DEFAULT 0,
+    left_out TEXT NOT NULL DEFAULT '',    -- what the cap on removals left for the next review, for people
+    sessions_until REAL                   -- the model read the session logs up to this time
+);
+CREATE TABLE memory_proposals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    review_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,                   -- duplicate | supersede | expired | budget | missing
+    change_key TEXT NOT NULL UNIQUE,      -- one change, proposed once
+    body TEXT NOT NULL,                   -- JSON: the lines it removes, keeps, adds; the section; the note
+    why TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT '',      -- Memory.md lines, or sessions/...md#L12
+    proposed_at REAL NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',  -- pending | approving | applied | rejected | undone | gone
+    decided_at REAL,
+    change_id INTEGER
+);
+CREATE INDEX memory_proposals_state ON memory_proposals(state);
+CREATE TABLE memory_changes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    applied_at REAL NOT NULL,
+    path TEXT NOT NULL,                   -- the memory file, relative to the vault
+    before TEXT NOT NULL,
+    after TEXT NOT NULL,
+    note_path TEXT NOT NULL DEFAULT '',   -- a section moved out: the note it went to
+    note_before TEXT,                     -- NULL: the note did not exist
+    note_after TEXT,
+    summary TEXT NOT NULL DEFAULT '',     -- JSON: what it removed, added, moved, and why (for the history and the undo)
+    state TEXT NOT NULL DEFAULT 'writing',  -- writing | applied | undone
+    recorded INTEGER NOT NULL DEFAULT 0,  -- 1: in the history note
+    undone_at REAL
+);
+CREATE TABLE memory_lines_seen (
+    line_key TEXT PRIMARY KEY,            -- sha256 of the line's text as facts.key reads it
+    first_seen REAL NOT NULL,             -- the first look that found it: it was written by then
+    absent_at REAL                        -- the look before, which did not: written after it (NULL: no look before)
+);
+"""
+
+# Version 12: recall by lines (tarsd/store/line_units.py, tarsd/search/recall.py). Each line of a
 # note recalled by its lines (a session log: one turn a line) is a unit with a vector of its own,
 # beside the passages that hold it: line_vectors is in the passages' vector space (the embedding
 # cache serves both), its rows also held in memory. And every note's date, when it says one (a
@@ -298,7 +352,8 @@ MIGRATIONS = {
     8: _SCHEMA_PROPOSALS,
     9: _SCHEMA_PROPOSAL_LINES,
     10: _SCHEMA_ROUTINES,
-    11: _SCHEMA_LINE_UNITS,
+    11: _SCHEMA_MEMORY_REVIEW,
+    12: _SCHEMA_LINE_UNITS,
 }
 
 

@@ -7,8 +7,8 @@ What the model may do with each tool is the user's policy (``policy``: deny, all
 user's "always" answers kept in ``rules``); calls that ask wait for an answer in ``approvals``.
 Tool names become ``server_tool`` within the providers' rules (``names``); results become text
 for the model, bounded (``results``); secrets come from files only their owner can read
-(``secret_files``).
+(``tarsd.setup.private_files``, which ``tarsctl doctor`` reads too).
 
-May import: config (and the mcp SDK, loaded only when a server is configured). Chat uses it;
+May import: config and setup (and the mcp SDK, loaded only when a server is configured). Chat uses it;
 nothing here knows about conversations, prompts or doors.
 """

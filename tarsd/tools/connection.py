@@ -35,12 +35,12 @@ from mcp_types import CONNECTION_CLOSED
 
 from tarsd import __version__
 from tarsd.config.settings import McpConfig, McpServerConfig
+from tarsd.setup.private_files import read_env_file, read_headers_file
 from tarsd.tools.circuit import Circuit
 from tarsd.tools.cut_stream import MAX_MESSAGE_BYTES
 from tarsd.tools.http_transport import CuttingTransport
 from tarsd.tools.names import server_name_problem
 from tarsd.tools.results import ResultText, result_text, unmarked
-from tarsd.tools.secret_files import read_env_file, read_headers_file
 from tarsd.tools.stdio_transport import stdio_transport
 
 log = logging.getLogger(__name__)

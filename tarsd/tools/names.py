@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+NAME_RULE = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # use with fullmatch: "$" would let a final newline through
 MAX_NAME = 64
 _NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_-]+")
 _HASH_CHARS = 8
@@ -33,11 +33,11 @@ def exposed_name(server: str, tool: str, taken: set[str]) -> str:
     raise ValueError(f"no free name for the tool {tool!r} of the server {server!r}")  # 33 hash windows all taken: never in practice
 
 
-SERVER_NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,32}$")
+SERVER_NAME_RULE = re.compile(r"[a-zA-Z0-9_-]{1,32}")
 
 
 def server_name_problem(name: str) -> str:
     """Why ``name`` cannot name a server ("" when it can): it starts every tool name the model sees."""
-    if SERVER_NAME_RULE.match(name):
+    if SERVER_NAME_RULE.fullmatch(name):
         return ""
     return f"the server name {name!r} must be 1-32 letters, digits, '-' or '_' (it starts the tool names the model sees)"

@@ -34,7 +34,7 @@ MEMORY_TYPES = ("semantic", "procedural", "episodic", "note")
 # Dropbox: "note (conflicted copy 2024-01-01).md"; Obsidian Sync / others: "note (Conflicted copy).md".
 _CONFLICT = re.compile(r"\.sync-conflict-\d{8}-\d{6}-[A-Z0-9]{7}|\((?:[^()]*'s )?conflicted copy[^()]*\)", re.IGNORECASE)
 # Syncthing writes "~syncthing~name.tmp" (and ".syncthing.name.tmp", caught by the dot rule).
-_SYNC_TEMP = re.compile(r"^~syncthing~.*\.tmp$")
+_SYNC_TEMP = re.compile(r"~syncthing~.*\.tmp")
 # What read_note says of a note that is no longer there to read: gone, or a symlink in its
 # path since it was listed (a folder swapped for one). Neither is the note's own state: the
 # indexer drops its rows and the watcher's next event brings it back.
@@ -68,7 +68,7 @@ def is_ignored(rel_path: str) -> bool:
     if any(part.startswith(".") for part in parts):
         return True
     name = parts[-1]
-    if _SYNC_TEMP.match(name):
+    if _SYNC_TEMP.fullmatch(name):
         return True
     return not name.lower().endswith(".md")
 
@@ -297,7 +297,7 @@ def display_path(rel: str) -> tuple[str, str | None]:
 
 # Files tars itself leaves for an instant (memory.atomic_update's temp files, the watcher's
 # cookies); one left behind was cut off by a kill -9.
-_OWN_LITTER = re.compile(r"^\..+\.tars-tmp$|^\.tars-sync-\d+-\d+$")
+_OWN_LITTER = re.compile(r"\..+\.tars-tmp|\.tars-sync-\d+-\d+")  # whole names (fullmatch): never a user's "x.tars-tmp\n"
 
 
 def remove_litter(root: Path, older_than: float) -> list[str]:
@@ -308,7 +308,7 @@ def remove_litter(root: Path, older_than: float) -> list[str]:
     for directory, folders, files in os.walk(root):
         folders[:] = [f for f in folders if f not in (".git", ".obsidian", ".trash")]
         for name in files:
-            if _OWN_LITTER.match(name):
+            if _OWN_LITTER.fullmatch(name):
                 path = Path(directory) / name
                 try:
                     if path.lstat().st_mtime >= older_than:

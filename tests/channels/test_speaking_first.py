@@ -1,4 +1,5 @@
-"""tars speaks first on a channel (a routine's answer, a reminder): whom it goes to (the owner),
+"""tars speaks first on a channel (a routine's answer, a reminder): whom it goes to (the owner, the
+allow list's first id),
 delivering to Telegram and to WhatsApp inside and outside the 24-hour window (the template), and a
 routine's chat asking its tool approvals of the owner with buttons.
 
@@ -17,11 +18,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from harness.daemon import wait_for
 from harness.fake_graph import FakeGraph
 from harness.fake_telegram import FakeTelegram
 from tarsctl.authority import Principal
 from tarsctl.protocol import Chat, ChatDone, DecideToolCall, Message, ToolApproval, ToolCallDecided
-from tarsd.channels.channel import SendFailed
+from tarsd.channels.channel import OtherIn, SendFailed
 from tarsd.channels.seen import ANSWERED
 from tarsd.channels.telegram import Telegram
 from tarsd.channels.whatsapp import WhatsApp
@@ -37,6 +39,13 @@ ME, PARTNER, STRANGER = 4_200_000_001, 4_200_000_002, 4_200_000_999
 PNID, ACCESS = "123456789", "graph-token"
 NUMBER, OTHER_NUMBER, BSUID = "353870000001", "353870000002", "US.13491208655302741918"
 HOUR = 3600.0
+
+
+def fake_wait_confirmed(fake: FakeTelegram, update_id: int) -> None:
+    """Until tars has fetched ``update_id`` and asked for the next (so it has been taken in)."""
+    wait_for(
+        lambda: any((c.params.get("offset") or 0) > update_id for c in fake.called("getUpdates")), f"update {update_id} to be taken in"
+    )
 
 
 def private(path: Path, text: str) -> Path:
@@ -126,20 +135,18 @@ def whatsapp(tmp_path: Path, store: Store, fake: FakeGraph | None, allowed: list
 # ---- whom tars writes to ----
 
 
-def test_the_owner_is_the_allowed_sender_who_wrote_last_else_the_allow_lists_first(tmp_path, store):
-    channel = telegram(tmp_path, store, None, ["@someone", PARTNER, ME])
-    assert channel.relay.owner() == str(PARTNER)  # nobody wrote: the first numeric id (a username cannot be written to)
+def test_the_owner_is_the_allow_lists_first_id_whoever_wrote_last(tmp_path, store):
+    """Issue 43, observation 7: the owner was whoever wrote last, so another allowed user was asked
+    about a routine's tool calls, and given its answers. It is the allow list's first id."""
+    channel = telegram(tmp_path, store, None, ["@someone", ME, PARTNER])
+    assert channel.relay.owner() == str(ME)  # the first numeric id (a username cannot be written to)
     now = time.time()
-    wrote(channel, str(ME), "1", now - 2 * HOUR)
+    wrote(channel, str(PARTNER), "1", now - 60)
+    assert channel.relay.owner() == str(ME)  # another allowed user wrote last: the owner all the same
+    wrote(channel, str(ME), "2", now - HOUR)
+    wrote(channel, str(PARTNER), "3", now)
     assert channel.relay.owner() == str(ME)
-    wrote(channel, str(PARTNER), "2", now - HOUR)
-    assert channel.relay.owner() == str(PARTNER)
-    wrote(channel, str(ME), "3", now - 60)
-    assert channel.relay.owner() == str(ME)
-    wrote(channel, str(STRANGER), "4", now)  # recorded while allowed, since taken off the list: passed over
-    assert channel.relay.owner() == str(ME)
-    wrote(channel, str(PARTNER), "5", now - 25 * HOUR)  # older than the day the ids are kept: forgotten
-    assert channel.relay.owner() == str(ME)
+    assert channel.relay.is_owner(str(ME)) and not channel.relay.is_owner(str(PARTNER)) and not channel.relay.is_owner(str(STRANGER))
     assert telegram(tmp_path, store, None, ["@someone"]).relay.owner() is None
 
 
@@ -149,14 +156,41 @@ def test_a_whatsapp_owner_is_a_number_or_a_bsuid_in_the_order_written(tmp_path, 
     assert whatsapp(tmp_path, store, None, ["US.ENT.1234"]).relay.owner() is None
 
 
+def test_a_whatsapp_owner_written_as_a_bsuid_is_known_by_the_number_beside_it(tmp_path, store):
+    """The owner named by their BSUID writes from their number (the message carries both): it is the
+    owner writing, and the window a delivery to the BSUID is judged by is open; another allowed
+    number that wrote last is not the owner."""
+    with FakeGraph(PNID, ACCESS, templates={"tars_message": {"en_US"}}) as fake:
+        channel = whatsapp(tmp_path, store, fake, [BSUID, OTHER_NUMBER], template="tars_message")
+
+        async def run() -> tuple[bool, bool, bool]:
+            channel.relay.start()
+            try:
+                # Reactions: taken in and recorded, answered with nothing (no model, no reply).
+                await channel.relay.take(OtherIn(NUMBER, "wamid.owner", time.time() - HOUR, "reaction", quiet=True, also=(BSUID,)))
+                await channel.relay.take(OtherIn(OTHER_NUMBER, "wamid.other", time.time() - 60, "reaction", quiet=True))
+                owner = channel.relay.is_owner(NUMBER) and not channel.relay.is_owner(OTHER_NUMBER)
+                can_ask = channel.relay.can_ask()
+                await channel.relay.deliver("Due today: milk")
+                return owner, can_ask, channel.relay.owner() == BSUID
+            finally:
+                await channel.relay.stop()
+                await channel.graph.aclose()
+
+        assert asyncio.run(run()) == (True, True, True)
+        [sent] = fake.sends(BSUID)
+        assert sent.body["type"] == "text" and not fake.templates_sent(BSUID) and not fake.sends(OTHER_NUMBER)
+
+
 # ---- Telegram ----
 
 
 def test_a_delivery_to_telegram_reaches_the_owners_chat_as_telegram_html(tmp_path, store):
     with FakeTelegram(TOKEN) as fake:
         fake.known_chats.update({ME, PARTNER})
-        channel = telegram(tmp_path, store, fake, [PARTNER, ME])
+        channel = telegram(tmp_path, store, fake, [ME, PARTNER])
         wrote(channel, str(ME), "1", time.time() - HOUR)
+        wrote(channel, str(PARTNER), "2", time.time() - 60)  # another allowed user wrote last: not theirs
 
         async def run() -> bool:
             assert not channel.relay.can_ask()  # not started: nothing can reach anyone
@@ -270,8 +304,9 @@ def test_the_fake_graph_api_refuses_templates_as_meta_does():
 
 def test_inside_the_window_a_delivery_is_free_text(tmp_path, store):
     with FakeGraph(PNID, ACCESS, templates={"tars_message": {"en_US"}}) as fake:
-        channel = whatsapp(tmp_path, store, fake, [OTHER_NUMBER, NUMBER], template="tars_message")
+        channel = whatsapp(tmp_path, store, fake, [NUMBER, OTHER_NUMBER], template="tars_message")
         wrote(channel, NUMBER, "wamid.in", time.time() - 23 * HOUR)
+        wrote(channel, OTHER_NUMBER, "wamid.other", time.time() - 60)  # wrote last, and is not the owner
 
         async def run() -> bool:
             channel.relay.start()
@@ -284,6 +319,7 @@ def test_inside_the_window_a_delivery_is_free_text(tmp_path, store):
 
         assert asyncio.run(run())
         assert fake.texts(NUMBER) == ["*Due today*\n\n- milk"] and not fake.templates_sent(NUMBER)
+        assert not fake.sends(OTHER_NUMBER)
 
 
 def test_outside_the_window_a_delivery_is_the_template_flattened_and_cut_to_1024(tmp_path, store):
@@ -411,8 +447,9 @@ def test_a_routines_approval_is_asked_of_the_owner_and_their_tap_decides_it_as_t
     dispatch = Dispatcher()
     with FakeTelegram(TOKEN) as fake:
         fake.known_chats.update({ME, PARTNER})
-        channel = telegram(tmp_path, store, fake, [PARTNER, ME], dispatch=dispatch)
+        channel = telegram(tmp_path, store, fake, [ME, PARTNER], dispatch=dispatch)
         wrote(channel, str(ME), "1", time.time() - HOUR)
+        wrote(channel, str(PARTNER), "2", time.time() - 60)  # another allowed user wrote last: never asked (issue 43, 7)
 
         async def run() -> tuple[Message | None, int]:
             await channel.start()  # polling: the tap comes back as an update
@@ -421,6 +458,10 @@ def test_a_routines_approval_is_asked_of_the_owner_and_their_tap_decides_it_as_t
                 running = asyncio.ensure_future(channel.relay.run_chat(request, RoutinePeer()))
                 question = await asyncio.to_thread(fake.wait_question, ME)
                 [[yes, _no]] = question["reply_markup"]["inline_keyboard"]
+                # The other allowed user taps the owner's button (forwarded, or guessed): refused, nothing decided.
+                tapped = fake.tap(PARTNER, question, yes["callback_data"])
+                await asyncio.to_thread(lambda: fake_wait_confirmed(fake, tapped))
+                assert not running.done() and channel.relay.questions_waiting() == 1
                 fake.tap(ME, question, yes["callback_data"])
                 final = await asyncio.wait_for(running, 60)
                 return final, channel.relay.questions_waiting()

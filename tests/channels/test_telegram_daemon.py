@@ -12,9 +12,11 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
+import apsw
 import pytest
 
 from harness.daemon import TarsDaemon, wait_for
@@ -26,8 +28,11 @@ from harness.vault_files import write
 from tarsctl.protocol import ListConversations
 
 TOKEN = "7700112233:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
-ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED = (4_100_000_000 + n for n in range(12))
-ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED]
+ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED, GARBLED, WEEK, PARTNER = (
+    4_100_000_000 + n for n in range(15)
+)
+# ME, the first: the owner, whom what tars starts goes to.
+ALLOWED = [ME, OTHER, BUTTONS, LONG, NOTE, SLOW, RESTART, BROKEN, LEFT, PADDED, PHOTO, KILLED, GARBLED, WEEK, PARTNER]
 STRANGER = 5_999_000_111
 HOSTILE = "Prices: a < b && c > d; <script>alert(1)</script> & \"quoted\" 'x' <b>not bold</b> AT&T"
 
@@ -66,6 +71,23 @@ def world(tmp_path_factory):
 def channel(daemon: TarsDaemon):
     [found] = [c for c in daemon.status().channels if c.name == "telegram"]
     return found
+
+
+def meta_rows(daemon: TarsDaemon, prefix: str) -> list[tuple[str, str]]:
+    """The index database's meta rows whose key starts with ``prefix`` (read while tarsd is stopped)."""
+    conn = apsw.Connection(daemon.env["TARS_DB"])
+    try:
+        return list(conn.execute("SELECT key, value FROM meta WHERE key LIKE ?", (prefix + "%",)))
+    finally:
+        conn.close()
+
+
+def set_meta(daemon: TarsDaemon, key: str, value: str) -> None:
+    conn = apsw.Connection(daemon.env["TARS_DB"])
+    try:
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+    finally:
+        conn.close()
 
 
 def said(body: dict) -> list[str]:
@@ -166,6 +188,91 @@ def test_a_tool_call_is_approved_by_button_and_a_tap_from_another_user_does_noth
     assert nonce not in json.dumps(ollama.bodies("/api/chat"))  # what answers a question never reaches the model
 
 
+def test_a_routines_question_and_answer_go_to_the_owner_only_whoever_wrote_last(world):
+    """Issue 43, observation 7: another allowed user who wrote last was asked, and could approve, a
+    routine's tool call, and got the routine's answer. The owner (the first of allowed_users) is
+    asked and told; the other user's tap on the owner's question decides nothing."""
+    daemon, ollama, telegram, journal = world
+    since, start = journal.mark(), time.time()
+    ollama.script = [{"text": "Hello owner."}, {"text": "Hello partner."}]
+    telegram.text(ME, "hello")
+    telegram.wait_texts(ME, 1, start)
+    telegram.text(PARTNER, "hello, I write last")
+    telegram.wait_texts(PARTNER, 1, start)
+    ollama.script = [
+        {"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": ["the owner's private errand"]}}]},
+        {"text": "Added the owner's private errand."},
+    ]
+    added = daemon.tarsctl("routines", "add", "errands", "--schedule", "0 6 1 1 *", "--prompt", "Add my errands.", "--deliver", "telegram")
+    assert added.returncode == 0, added.stderr
+    asked = time.time()
+    runner = subprocess.Popen(daemon.tarsctl_command("routines", "run", "errands"), env=daemon.env, stdout=subprocess.PIPE, text=True)
+    try:
+        question = telegram.wait_question(ME, asked)
+        assert "tasks_add_tasks" in question["text"] and "private errand" in question["text"]
+        [[run_it, _dont]] = question["reply_markup"]["inline_keyboard"]
+        refusals = daemon.log.read_text().count("tapped a button of a question asked of")
+        telegram.tap(PARTNER, question, run_it["callback_data"])  # forwarded to them, say: refused
+        wait_for(lambda: daemon.log.read_text().count("tapped a button of a question asked of") > refusals, "the partner's tap")
+        assert not journal.calls(since, tool="add_tasks") and channel(daemon).questions_waiting == 1
+        telegram.tap(ME, question, run_it["callback_data"])
+        out, _ = runner.communicate(timeout=120)
+    finally:
+        runner.kill()
+    assert "Added the owner's private errand." in out
+    assert [c["arguments"] for c in journal.calls(since, tool="add_tasks")] == [{"tasks_to_add": ["the owner's private errand"]}]
+    assert wait_for(
+        lambda: [t for t in telegram.texts(ME, asked) if "Added the owner's private errand." in t], "the answer to reach the owner"
+    )
+    assert not [q for q in telegram.questions if q["chat"]["id"] == PARTNER]
+    assert telegram.texts(PARTNER, start) == ["Hello partner."]  # asked nothing, told nothing
+    assert daemon.tarsctl("routines", "rm", "errands").returncode == 0
+
+
+def test_what_the_model_did_on_its_own_follows_its_answer_with_the_undo(world):
+    """Issue 43, observation 6: a reminder the model set from a prompt-injected note was invisible on
+    the phone (only the model's answer came; a minute later a phishing "Reminder" arrived). Now a
+    message in tars's own words follows the answer: each side effect, the model's words shown as
+    written (no link hides its address, no markup reaches Telegram's HTML), with its undo."""
+    daemon, ollama, telegram, _ = world
+    start = time.time()
+    phishing = "Your bank: confirm at [bank.example](https://phish.example/login) **now** <b>today</b> & more"
+    ollama.script = [
+        {
+            "tool_calls": [
+                {"name": "remind_user", "arguments": {"when": "in 120 min", "text": phishing}},
+                {"name": "memory_remember", "arguments": {"fact": "Banks with <i>Phish</i> & Co", "kind": "semantic"}},
+            ]
+        },
+        {"text": "Here is the summary of your bank note."},
+    ]
+    telegram.text(ME, "summarise my bank note")
+    answer, drawn = telegram.wait_texts(ME, 2, start)
+    assert answer == "Here is the summary of your bank note."
+    lines = drawn.split("\n")
+    assert lines[0] == "tars did this on its own while answering:" and len(lines) == 3
+    reminder = re.fullmatch(r"• set a reminder for (.+) \(sent here\): «(.+)» — undo: /routines rm (remind-\d{4}-\d{4})", lines[1])
+    assert reminder and reminder.group(2) == phishing, lines[1]
+    assert lines[2] == "• noted in Memory.md: «Banks with <i>Phish</i> & Co» — undo: /forget Banks with <i>Phish</i> & Co"
+    [sent] = telegram.sent(ME, start)[1:]
+    assert "<a " not in sent["html"] and "<b>" not in sent["html"] and "&lt;b&gt;today&lt;/b&gt; &amp; more" in sent["html"]
+    assert f"<code>/routines rm {reminder.group(3)}</code>" in sent["html"]
+
+    # Each undo, as the line says it.
+    name = reminder.group(3)
+    telegram.text(ME, f"/routines rm {name}")
+    assert telegram.wait_texts(ME, 3, start)[2] == f"{name}: removed."
+    assert name not in daemon.tarsctl("routines").stdout
+    telegram.text(ME, "/forget Banks with <i>Phish</i> & Co")
+    question = telegram.wait_question(ME, start)
+    assert question["text"] == "Remove this line from Memory.md?\n«Banks with <i>Phish</i> & Co»"
+    [[remove, _keep]] = question["reply_markup"]["inline_keyboard"]
+    assert remove["text"] == "Remove it"
+    telegram.tap(ME, question, remove["callback_data"])
+    assert telegram.wait_texts(ME, 5, start)[4] == "Removed from Memory.md: «Banks with <i>Phish</i> & Co»"
+    assert "Phish" not in (daemon.vault / "Memory.md").read_text()
+
+
 def test_a_call_too_long_to_show_whole_is_not_asked_here_and_the_user_told_where(world):
     daemon, ollama, telegram, journal = world
     since, start = journal.mark(), time.time()
@@ -259,6 +366,32 @@ def test_a_5xx_is_backed_off_and_tried_again_for_a_send_and_a_poll(world):
     assert status.error == "" and "Internal Server Error" in status.last_error  # passing: a warning only in its log
 
 
+def test_an_update_the_library_cannot_read_is_skipped_and_polling_goes_on(world):
+    """Issue 43, observation 4: a message without its date, and a getUpdates answer that is not a
+    list, ended the poller silently (python-telegram-bot raised reading them): no more polls, no error
+    in status. Now each is skipped, said in status and the log, and the next messages are answered."""
+    daemon, ollama, telegram, _ = world
+    start = time.time()
+    undated = telegram.text_update(GARBLED, "a message without its date")
+    del undated["message"]["date"]
+    bad = telegram.push(undated)
+    ollama.script = [{"text": "Still polling."}]
+    telegram.text(GARBLED, "are you still there?")
+    assert telegram.wait_texts(GARBLED, 1, start) == ["Still polling."]
+    status = channel(daemon)
+    assert f"update {bad} could not be read (KeyError" in status.last_error and "skipped" in status.last_error
+    wait_for(lambda: telegram.pending() == 0, "the unreadable update to be confirmed too")  # Telegram does not send it again
+
+    telegram.garble("getUpdates", {"result": "not a list"})
+    wait_for(lambda: "not a list of updates" in channel(daemon).last_error, "the unreadable answer to be said in status")
+    ollama.script = [{"text": "Still polling after that."}]
+    telegram.text(GARBLED, "and now?")
+    assert telegram.wait_texts(GARBLED, 2, start)[1] == "Still polling after that."
+    log = daemon.log.read_text()
+    assert f"Telegram: update {bad} could not be read" in log and "answered getUpdates with dict, not a list of updates" in log
+    assert "a message without its date" not in log  # skipped unread: its text is in no line
+
+
 def test_a_token_file_others_can_read_is_not_used_until_fixed(world):
     daemon, ollama, telegram, _ = world
     token = Path(daemon.env["TARS_CONFIG"]).parent / "telegram_token"
@@ -311,6 +444,38 @@ def test_a_restart_neither_repeats_nor_loses_an_update(world):
     assert telegram.called("getUpdates", restarted)[0].params["offset"] == second == first + 1
 
 
+def test_update_ids_numbered_anew_below_the_kept_offset_after_a_week_are_answered(world):
+    """Issue 43, observation 15: after a week without updates Telegram numbers the next one at random,
+    below the offset tarsd kept too; asked with that offset, Telegram takes the new update as
+    confirmed and drops it (the fake does as Telegram does): a real message never answered. An
+    offset kept more than a day ago is not used: Telegram keeps no update longer than that."""
+    daemon, ollama, telegram, _ = world
+    start = time.time()
+    ollama.script = [{"text": "Before the quiet week."}]
+    telegram.text(WEEK, "hello")
+    assert telegram.wait_texts(WEEK, 1, start) == ["Before the quiet week."]
+    wait_for(lambda: channel(daemon).answered >= 1 and telegram.pending() == 0, "the update to be confirmed")
+    assert daemon.stop() == 0
+    kept = dict(meta_rows(daemon, "telegram_offset"))
+    [offset] = [int(value) for key, value in kept.items() if key.startswith("telegram_offset:")]
+    # Eight days pass without an update: the offset was kept then, and Telegram numbers the next update anew.
+    set_meta(daemon, "telegram_offset_at:7700112233", repr(time.time() - 8 * 86400))
+    telegram.restart_update_ids(offset - 400_000)
+    first = telegram.text(WEEK, "a week later: are you there?")
+    assert first < offset
+    ollama.script = [{"text": "After the quiet week."}]
+    daemon.start()
+    assert telegram.wait_texts(WEEK, 2, start)[1] == "After the quiet week."
+    wait_for(lambda: telegram.pending() == 0, "the new update to be confirmed")
+    # From the new update's id on, the offset is kept (and used) again.
+    second = telegram.text(WEEK, "and again")
+    ollama.script = [{"text": "Again."}]
+    assert telegram.wait_texts(WEEK, 3, start)[2] == "Again."
+    offsets = [c.params.get("offset") for c in telegram.called("getUpdates", start)]
+    assert second == first + 1 and second in offsets  # the poll that brought it went on from the new offset
+    wait_for(lambda: any(c.params.get("offset") == second + 1 for c in telegram.called("getUpdates", start)), "the next poll")
+
+
 def test_a_message_cut_off_by_kill_9_is_noted_at_the_next_start_and_not_fetched_again(world):
     daemon, ollama, telegram, _ = world
     since, start = len(ollama.bodies("/api/chat")), time.time()
@@ -328,12 +493,18 @@ def test_a_message_cut_off_by_kill_9_is_noted_at_the_next_start_and_not_fetched_
 
 
 def test_a_revoked_token_stops_polling_with_a_status_error_until_a_new_one_is_written(world):
+    """Also issue 43, observation 5: the refusal's text quotes the token (as an error page quoting
+    the address asked does), and the token appears neither in status nor in tarsd's log."""
     daemon, ollama, telegram, _ = world
     start = time.time()
+    telegram.refused_text = "Unauthorized: the token {token} was revoked (POST {path})"
     telegram.token = "7700112233:AAnewTOKENafterREVOKE0000000000000000"  # revoked in @BotFather
     status = wait_for(lambda: (found := channel(daemon)).error and found, "the status to show the refused token")
     assert "Telegram refused the bot token" in status.error and "@BotFather" in status.error
     assert "telegram_token" in status.error
+    assert "the token <token> was revoked (POST /bot<token>/" in status.error
+    shown = daemon.tarsctl("status", "--json").stdout
+    assert "Telegram refused the bot token" in shown and TOKEN not in shown and TOKEN.split(":")[1] not in shown
     refused = [c for c in telegram.calls if c.at >= start and c.status == 401]
     assert refused
     time.sleep(3)  # no crash loop: not one call more while the token file is unchanged
@@ -348,5 +519,6 @@ def test_a_revoked_token_stops_polling_with_a_status_error_until_a_new_one_is_wr
     assert telegram.wait_texts(BROKEN, 1, start) == ["Back again."]
     assert channel(daemon).error == ""
     log = daemon.log.read_text()
-    assert telegram.token not in log and TOKEN not in log
+    assert "the token <token> was revoked" in log
+    assert telegram.token not in log and TOKEN not in log and TOKEN.split(":")[1] not in log
     assert not [user for user in [*ALLOWED, STRANGER] if str(user) in log]  # no user id in the log, all module long

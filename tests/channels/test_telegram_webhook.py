@@ -119,3 +119,21 @@ def test_a_post_without_or_with_a_wrong_secret_is_refused_with_nothing_read(worl
     # The right secret, but not an update: refused as such.
     assert post(client, {"hello": "world"}).status_code == 400
     assert post(client, [1, 2]).status_code == 400
+
+
+def test_an_update_the_library_cannot_read_is_answered_200_skipped_and_said(world):
+    """Issue 43, observation 4, in webhook mode: an update python-telegram-bot cannot read (a message
+    without its date) got 500, so Telegram posted it again and again. It is skipped, said in status
+    and the log, answered 200; the next update is answered as ever."""
+    daemon, ollama, telegram, client = world
+    start = time.time()
+    undated = telegram.text_update(AGAIN, "a message without its date")
+    del undated["message"]["date"]
+    skipped = post(client, undated)
+    assert skipped.status_code == 200
+    status = channel(daemon)
+    assert f"update {undated['update_id']} could not be read (KeyError" in status.last_error and status.error == ""
+    ollama.script = [{"text": "Read this one."}]
+    assert post(client, telegram.text_update(AGAIN, "and this one?")).status_code == 200
+    assert telegram.wait_texts(AGAIN, 1, start) == ["Read this one."]
+    assert f"Telegram: update {undated['update_id']} could not be read" in daemon.log.read_text()

@@ -12,6 +12,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -36,8 +37,9 @@ VERIFY_TOKEN = "verify-tars-webhook"
 PUBLIC_NAME = "pi.tailnet-1234.ts.net"
 # The user's own numbers: one per test, so that each test is a conversation of its own.
 ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILLED = (f"35387000000{n}" for n in range(10))
-PADDED = "353870000099"
-ALLOWED = [ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILLED, PADDED]
+PADDED, EFFECTS = "353870000099", "353870000098"
+# ME, the first: the owner, whom what tars starts goes to.
+ALLOWED = [ME, PHONE_2, BATCH, LONG, FLAKY, BUTTONS, OTHER_PHONE, COMMANDS, DUPLICATE, KILLED, PADDED, EFFECTS]
 STRANGER = "447700900123"
 # Business-scoped user ids (BSUIDs): a user with a WhatsApp username may come with one alone, no number.
 USERNAME_ONLY = "US.13491208655302741918"
@@ -148,7 +150,7 @@ def test_a_text_is_answered_through_the_graph_api_in_one_conversation(world):
     assert said(terminal) == ["what about my bike?", "and when was that?", "and in the terminal?"]  # the phone's conversation
     status = wait_for(lambda: (found := channel(daemon)).answered >= 2 and found, "both messages to count as answered")
     assert status.received >= 2 and status.sent >= 2 and status.error == ""
-    assert "whatsapp   /channels/whatsapp: 13 allowed senders" in daemon.tarsctl("status").stdout
+    assert "whatsapp   /channels/whatsapp: 14 allowed senders" in daemon.tarsctl("status").stdout
     [shown] = json.loads(daemon.tarsctl("status", "--json").stdout)["channels"]
     assert shown["name"] == "whatsapp" and shown["received"] == status.received
 
@@ -223,7 +225,7 @@ def test_a_stranger_gets_nothing_and_their_number_never_reaches_the_log(world):
     time.sleep(0.3)
     assert not graph.sends(STRANGER) and not graph.reads(start) and len(ollama.bodies("/api/chat")) == chats_before
     log = daemon.log.read_text()
-    assert "a sender not in allowed_senders" in log and STRANGER not in log and ME not in log
+    assert "a sender not in [whatsapp] allowed_senders" in log and STRANGER not in log and ME not in log
 
     # From the user, but sent more than a day ago (later than message ids are remembered): not answered.
     delivered = hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(ME, "from the day before yesterday", at=time.time() - 50 * 3600)))
@@ -463,6 +465,82 @@ def test_a_call_is_asked_with_its_arguments_whole_or_not_asked_here_at_all(world
     assert "the user declined this call" in json.dumps(ollama.bodies("/api/chat")[-1])
 
 
+def test_a_routines_question_and_answer_go_to_the_owner_only_whoever_wrote_last(world):
+    """Issue 43, observation 7, in WhatsApp: the owner is the first of allowed_senders, not the number
+    that wrote last; another allowed number's tap on the owner's question decides nothing."""
+    daemon, web, hook, ollama, graph, journal = world
+    since, start = journal.mark(), time.time()
+    ollama.script = [{"text": "Hello owner."}, {"text": "Hello other phone."}]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(ME, "hello")))
+    graph.wait_texts(ME, 1, start)
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(OTHER_PHONE, "hello, I write last")))
+    graph.wait_texts(OTHER_PHONE, 1, start)
+    ollama.script = [
+        {"tool_calls": [{"name": "tasks_add_tasks", "arguments": {"tasks_to_add": ["the owner's private errand"]}}]},
+        {"text": "Added the owner's private errand."},
+    ]
+    added = daemon.tarsctl("routines", "add", "errands", "--schedule", "0 6 1 1 *", "--prompt", "Add my errands.", "--deliver", "whatsapp")
+    assert added.returncode == 0, added.stderr
+    asked = time.time()
+    runner = subprocess.Popen(daemon.tarsctl_command("routines", "run", "errands"), env=daemon.env, stdout=subprocess.PIPE, text=True)
+    try:
+        question = graph.wait_question(ME, asked)
+        assert "tasks_add_tasks" in question["body"]["text"] and "private errand" in question["body"]["text"]
+        run_it = question["action"]["buttons"][0]["reply"]
+        refusals = daemon.log.read_text().count("tapped a button of a question asked of")
+        hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.button_reply(OTHER_PHONE, run_it["id"], run_it["title"])))
+        wait_for(lambda: daemon.log.read_text().count("tapped a button of a question asked of") > refusals, "the other tap")
+        assert not journal.calls(since, tool="add_tasks") and channel(daemon).questions_waiting == 1
+        hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.button_reply(ME, run_it["id"], run_it["title"])))
+        out, _ = runner.communicate(timeout=120)
+    finally:
+        runner.kill()
+    assert "Added the owner's private errand." in out
+    assert [c["arguments"] for c in journal.calls(since, tool="add_tasks")] == [{"tasks_to_add": ["the owner's private errand"]}]
+    told = wait_for(lambda: [t for t in graph.texts(ME, asked) if "Added the owner's private errand." in t], "the answer to reach ME")
+    assert told and not graph.questions(OTHER_PHONE, start)
+    assert graph.texts(OTHER_PHONE, start) == ["Hello other phone."]  # asked nothing, told nothing
+    assert daemon.tarsctl("routines", "rm", "errands").returncode == 0
+
+
+def test_what_the_model_did_on_its_own_follows_its_answer_with_the_undo(world):
+    """Issue 43, observation 6, in WhatsApp: after the model's answer, a message in tars's words for
+    each side effect, its undo beside it; a reminder set in another allowed user's chat says it goes
+    to the owner. The model's words arrive as written, links written out, never as WhatsApp markup."""
+    daemon, web, hook, ollama, graph, _ = world
+    start = time.time()
+    phishing = "Your bank: confirm at [bank.example](https://phish.example/login) **now**"
+    ollama.script = [
+        {
+            "tool_calls": [
+                {"name": "remind_user", "arguments": {"when": "in 120 min", "text": phishing}},
+                {"name": "memory_remember", "arguments": {"fact": "Banks with Phish_and_Co", "kind": "semantic"}},
+            ]
+        },
+        {"text": "Here is the summary of your bank note."},
+    ]
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(EFFECTS, "summarise my bank note")))
+    answer, drawn = graph.wait_texts(EFFECTS, 2, start)
+    assert answer == "Here is the summary of your bank note."
+    lines = drawn.split("\n")
+    assert lines[0] == "tars did this on its own while answering:" and len(lines) == 3
+    owners = r"\(sent to the owner's chat, the first of the allow list\)"
+    reminder = re.fullmatch(rf"• set a reminder for (.+) {owners}: «(.+)» — undo: `/routines rm (remind-\d{{4}}-\d{{4}})`", lines[1])
+    assert reminder and reminder.group(2) == phishing, lines[1]  # as written: the link's address in sight
+    assert lines[2] == "• noted in Memory.md: «Banks with Phish_and_Co» — undo: `/forget Banks with Phish_and_Co`"
+
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(EFFECTS, f"/routines rm {reminder.group(3)}")))
+    assert graph.wait_texts(EFFECTS, 3, start)[2] == f"`{reminder.group(3)}`: removed."
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(EFFECTS, "/forget Banks with Phish_and_Co")))
+    question = graph.wait_question(EFFECTS, start)
+    assert question["body"]["text"] == "Remove this line from Memory.md?\n«Banks with Phish_and_Co»"
+    remove = question["action"]["buttons"][0]["reply"]
+    assert remove["title"] == "Remove it"
+    hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.button_reply(EFFECTS, remove["id"], remove["title"])))
+    assert graph.wait_texts(EFFECTS, 4, start)[3] == "Removed from Memory.md: «Banks with Phish_and_Co»"
+    assert "Phish_and_Co" not in (daemon.vault / "Memory.md").read_text()
+
+
 def test_no_delivery_without_the_right_signature_reaches_the_dispatcher(world):
     """1,000 deliveries with every kind of wrong signature, each of a body that would be answered if
     it were signed: none is taken in, none reaches the model or the Graph API."""
@@ -524,7 +602,7 @@ def test_a_message_with_only_a_bsuid_from_an_allowed_sender_is_answered_at_that_
     # /whoami names both ids, to the sender only: how a user finds their BSUID for allowed_senders.
     hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.text(new_number, "/whoami", user_id=USERNAME_ONLY)))
     assert graph.wait_texts(new_number, 2, start)[1] == (
-        f"This message came from:\n`{new_number}`\n`{USERNAME_ONLY}`\n(each one can go in allowed_senders)"
+        f"This message came from:\n`{new_number}`\n`{USERNAME_ONLY}`\n(each one can go in [whatsapp] allowed_senders)"
     )
     log = daemon.log.read_text()
     assert USERNAME_ONLY not in log and new_number not in log
@@ -565,7 +643,10 @@ def test_a_message_from_a_bsuid_not_allowed_is_dropped(world):
     assert channel(daemon).received == before.received and STRANGER_BSUID not in daemon.log.read_text()
     # A stranger's id change: nothing to tell anyone, and the stranger stays one.
     assert hook.deliver(meta.messages(PHONE_NUMBER_ID, meta.id_changed(STRANGER_BSUID, "GB.1"))).status_code == 200
-    wait_for(lambda: "a sender not in allowed_senders has a new id: nothing to do" in daemon.log.read_text(), "the change to be logged")
+    wait_for(
+        lambda: "a sender not in [whatsapp] allowed_senders has a new id: nothing to do" in daemon.log.read_text(),
+        "the change to be logged",
+    )
     assert not graph.sends(since=start) and channel(daemon).id_changes == before.id_changes
 
 

@@ -16,14 +16,14 @@ import httpx
 from harness import meta
 from harness.fake_graph import FakeGraph
 from tarsd.channels.channel import ChoiceIn, Counters, IdChanged, OtherIn, TextIn
-from tarsd.channels.secrets import SecretFile
 from tarsd.channels.seen import SeenMessages
 from tarsd.channels.whatsapp import WhatsApp
 from tarsd.channels.whatsapp_graph import MAX_ATTEMPTS, Graph, GraphError
-from tarsd.channels.whatsapp_setup import number
 from tarsd.channels.whatsapp_text import MAX_MESSAGE_CHARS, split, to_whatsapp
 from tarsd.channels.whatsapp_webhook import Webhook, parse, signature, signature_ok
 from tarsd.config.settings import load_config
+from tarsd.setup.private_files import SecretFile
+from tarsd.setup.whatsapp import number
 from tarsd.store.database import Store
 
 PNID = "123456789"

@@ -21,7 +21,7 @@ from harness.paths import REPO
 from harness.user_env import closed_port_url, isolated_env
 from harness.vault_files import write
 
-CHECKS = ("python", "sqlite", "config", "vault", "database", "model", "socket", "daemon", "service", "chat")
+CHECKS = ("python", "sqlite", "config", "vault", "database", "model", "socket", "daemon", "service", "chat", "routines")
 
 
 def doctor(env: dict[str, str], *extra: str) -> tuple[int, dict[str, list[dict]], str]:
@@ -430,9 +430,11 @@ def test_an_enabled_telegram_channel_is_checked_down_to_the_bot_api(tmp_path: Pa
         assert "can be read by others" in found
 
         token.chmod(0o600)
+        bot_api.refused_text = "Unauthorized: the token {token} is revoked (GET {path})"  # an error text that quotes it (issue 43)
         _, checks, _ = doctor(env)
         found = text(checks, "telegram")
-        assert f"the Bot API refused the token in {token}" in found and "@BotFather" in found and "123:wrong" not in found
+        assert f"the Bot API refused the token in {token}" in found and "@BotFather" in found and "123:wrong" not in json.dumps(checks)
+        assert "the token <token> is revoked (GET /bot<token>/getMe)" in found
 
         token.write_text("123:right\n")
         _, checks, _ = doctor(env)

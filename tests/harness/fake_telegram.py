@@ -5,16 +5,22 @@ recording every call (method, parameters, when, the status answered).
 
 Methods: getMe, getUpdates (long polling: it waits up to ``timeout`` seconds for an update; an
 ``offset`` confirms, and forgets, every update before it, as Telegram does; 409 while a webhook
-is set), sendMessage, sendChatAction, answerCallbackQuery, editMessageReplyMarkup, setWebhook
-and deleteWebhook. It checks what the real API checks
+is set; and, as Telegram does when two programs poll one bot, a new getUpdates ends the one still
+waiting with 409 "terminated by other getUpdates request"), sendMessage, sendChatAction,
+answerCallbackQuery, editMessageReplyMarkup, setWebhook and deleteWebhook. It checks what the real API checks
 that tars could get wrong: the token (else 401 "Unauthorized"), the chat (a user who never
 wrote to the bot cannot be messaged: 403), a message's HTML (only Telegram's tags; every other
 ``<``, ``>`` and ``&`` escaped, else 400 "can't parse entities"), its length once parsed (4,096),
 and an inline keyboard's callback data (1 to 64 bytes).
 
-Tests push updates (``text``, ``tap``, ``photo``) and script failures (``fail``: the next calls
-of a method answer an error, a 429 with ``retry_after`` included). ``token`` can be changed to
-act out a token revoked in @BotFather.
+Tests push updates (``text``, ``tap``, ``photo``, or any object as it is: ``push``), script
+failures (``fail``: the next calls of a method answer an error, a 429 with ``retry_after``
+included) and answers the library cannot read (``garble``: the next calls of a method answer a
+result as given, a dict where a list belongs). ``token`` can be changed to act out a token revoked
+in @BotFather, and ``refused_text`` is the description a wrong token gets (``{path}`` and
+``{token}`` in it stand for the address asked and the token presented, as an error page of a proxy
+in front of the API may quote them). ``restart_update_ids`` numbers the next updates from a new,
+lower, id, as Telegram does after a week without updates.
 """
 
 from __future__ import annotations
@@ -109,10 +115,14 @@ class FakeTelegram:
         self.calls: list[Call] = []
         self.updates: list[dict] = []  # not yet confirmed by an offset
         self.failures: dict[str, list[dict]] = {}
+        self.garbled: dict[str, list[object]] = {}  # method -> results answered as they are, instead of the real ones
+        self.refused_text = "Unauthorized"
         self.known_chats: set[int] = set()  # users who wrote to the bot: only they can be messaged
         self.messages: dict[int, dict] = {}  # message_id -> a message the bot sent
         self.questions: list[dict] = []  # messages sent with buttons, as sent
         self.webhook: dict | None = None  # what setWebhook was given: url, secret_token, allowed_updates
+        self._polls = itertools.count(1)  # each getUpdates's number: a newer one ends the one waiting (409)
+        self._newest_poll = 0
         self.cond = threading.Condition()
         self._update_ids = itertools.count(500_000)
         self._message_ids = itertools.count(1)
@@ -173,7 +183,7 @@ class FakeTelegram:
             return self.error(404, "Not Found")
         token, method = found.groups()
         if token != self.token:
-            status, body, headers = self.error(401, "Unauthorized")
+            status, body, headers = self.error(401, self.refused_text.format(path=path, token=token))
         else:
             status, body, headers = self._method(method, params)
         with self.cond:
@@ -186,6 +196,11 @@ class FakeTelegram:
             failure = scripted.pop(0) if scripted else None
         if failure is not None:
             return self.error(failure["status"], failure.get("description", "Internal Server Error"), failure.get("retry_after"))
+        with self.cond:
+            scripted_results = self.garbled.get(method)
+            garbled = scripted_results.pop(0) if scripted_results else None
+        if garbled is not None:
+            return 200, {"ok": True, "result": garbled}, {}
         handler = {
             "getMe": lambda p: BOT,
             "getUpdates": self._get_updates,
@@ -225,9 +240,13 @@ class FakeTelegram:
         allowed = params.get("allowed_updates")
         end = time.monotonic() + timeout
         with self.cond:
+            number = self._newest_poll = next(self._polls)
+            self.cond.notify_all()  # a poll still waiting sees it is no longer the newest
             if offset is not None:
                 self.updates = [u for u in self.updates if u["update_id"] >= offset]  # confirmed: gone for good
             while True:
+                if number != self._newest_poll:
+                    raise _Refused(409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running")
                 ready = [u for u in self.updates if not allowed or any(k in u for k in allowed)]
                 if ready or time.monotonic() >= end:
                     return ready[: int(params.get("limit") or 100)]
@@ -291,6 +310,20 @@ class FakeTelegram:
         return {k: v for k, v in message.items() if k != "html"}
 
     # ---- what a test does ----
+
+    def push(self, update: dict) -> int:
+        """Queue ``update`` as it is (an update_id is added when it has none); returns its id."""
+        return self._push(update)
+
+    def garble(self, method: str, result: object, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` answer ``{"ok": true, "result": result}``, whatever it is."""
+        with self.cond:
+            self.garbled.setdefault(method, []).extend([result] * times)
+
+    def restart_update_ids(self, start: int) -> None:
+        """The next updates are numbered from ``start`` (Telegram: at random after a week without updates)."""
+        with self.cond:
+            self._update_ids = itertools.count(start)
 
     def _push(self, update: dict) -> int:
         with self.cond:

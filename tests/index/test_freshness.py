@@ -231,16 +231,32 @@ def test_status_files_lists_every_note_needing_attention(start_daemon, vault):
 # ---- signals at any moment ----
 
 
-def _assert_stops_cleanly(daemon, within: float = 5.0) -> None:
-    _, seconds = timed(lambda: daemon.stop(signal.SIGTERM, timeout=within))
+def _assert_stops_cleanly(daemon) -> None:
+    """Exit 0 and the socket removed. How fast a stop is, is a figure (bench/daemon_latency.py), not
+    asserted here: the generous bound only tells a hang from a busy machine."""
+    daemon.stop(signal.SIGTERM, timeout=60)
     assert daemon.process.returncode == 0, daemon.log.read_text()
-    assert seconds < within and not daemon.socket.exists()
+    assert not daemon.socket.exists()
 
 
-def test_sigterm_half_a_second_after_start(start_daemon, vault):
+def _catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether the process has a handler for ``sig`` (SigCgt in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) & (1 << (sig - 1)))
+
+
+def test_sigterm_early_in_start_up(start_daemon, vault):
     write(vault, "a.md", "tomatoes")
     daemon = start_daemon(embedder="local", wait=False)
-    time.sleep(0.5)  # the moment under test, not a wait for a condition
+    # The moment under test: tarsd's handler is in place (its first act) and the heavy imports, the
+    # config, the database and the model are still to come. Before that moment the interpreter itself is
+    # starting, and a SIGTERM then ends it as it ends any process (-15), with nothing of tars's begun: on a
+    # busy machine a fixed half second after the spawn fell there, so the test waits for the handler.
+    wait_for(lambda: _catches(daemon.process.pid, signal.SIGTERM), "tarsd's SIGTERM handler", interval=0.005)
     _assert_stops_cleanly(daemon)
     daemon.start()
     assert daemon.search("tomatoes") == ["a.md"]

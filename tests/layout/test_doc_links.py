@@ -103,3 +103,9 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path):
         "README.md:2 (docs/a.md#part-2): docs/a.md has no heading with the anchor #part-2",
         "README.md:2 (docs/a.md#not-a-heading): docs/a.md has no heading with the anchor #not-a-heading",
     ]
+
+
+def test_the_readme_stays_short():
+    """The README is the way in, at most 300 lines: reference material goes in docs/ (issue 43, item 15)."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines: move reference material to docs/"

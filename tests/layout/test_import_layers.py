@@ -36,6 +36,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsctl.client",),  # talking to tarsd over its socket
     ("tarsctl.mcp",),  # the MCP tool table (tarsctl mcp, and tarsd's /mcp over HTTP)
     ("tarsd.__init__", "tarsd.config"),
+    # What tarsd and tarsctl both read of the user's setup: private files (secrets, bearer tokens), the messengers' settings.
+    ("tarsd.setup",),
     ("tarsd.markdown",),
     ("tarsd.vault",),
     ("tarsd.embed",),
@@ -45,6 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsd.memory",),
     ("tarsd.tools",),  # other MCP servers' tools: connections, policy, approvals
     ("tarsd.routines",),  # routines and reminders, what and when: schedules, the routines file, runs, inbox, clock
+    ("tarsd.sync",),  # two machines, one vault: heartbeats, conflict copies merged, the journal replayed, who polls Telegram
     ("tarsd.chat",),
     ("tarsd.serve",),
     ("tarsd.channels",),  # messengers (WhatsApp) on the HTTP listener, through the doors' dispatcher
@@ -53,6 +56,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("tarsctl",),  # the command line: cli, chat, doctor, service, config and http views
 ]
 PACKAGES = ("tarsd", "tarsctl")
+# The command line is a client: it talks to tarsd over its socket, and what it shares with tarsd (the
+# config, secret and token files, a messenger's settings) it reads from the low layers, never from
+# the daemon's doors, messengers, tools, speaking or wiring, whatever the layer order above allows.
+DAEMON_ONLY = ("tarsd.serve", "tarsd.channels", "tarsd.tools", "tarsd.speaking", "tarsd.daemon")
+# The one exception, and why: `tarsctl doctor` starts each configured MCP server itself, apart from the
+# running tarsd, to list its tools (tarsctl/tools_view.py: probe_servers); the MCP client that does that
+# is tarsd.tools' own, and a second one in the client would be a copy.
+CLIENT_USES_DAEMON = {("tarsctl.tools_view", "tarsd.tools.servers")}
 
 
 def module_name(path: Path) -> str:
@@ -125,6 +136,21 @@ def test_no_module_imports_from_a_higher_layer():
         if layer_of(dep) > layer_of(name)
     ]
     assert not wrong, "imports against the layer order (docs/architecture.md):\n" + "\n".join(wrong)
+
+
+def test_the_command_line_stays_a_client():
+    edges = graph()
+    command_line = [name for name in edges if name.startswith("tarsctl.") and layer_of(name) == len(LAYERS) - 1]
+    assert "tarsctl.channel_doctor" in command_line and "tarsctl.http_access" in command_line
+    wrong = [
+        f"{name} imports {dep}"
+        for name in command_line
+        for dep in sorted(edges[name])
+        if dep.startswith(tuple(f"{package}." for package in DAEMON_ONLY) + DAEMON_ONLY) and (name, dep) not in CLIENT_USES_DAEMON
+    ]
+    assert not wrong, "the command line imports the daemon's parts (read what both need from tarsd.setup or tarsd.config):\n" + "\n".join(
+        wrong
+    )
 
 
 def find_circle(edges: dict[str, set[str]]) -> list[str] | None:

@@ -142,11 +142,11 @@ def test_paused_routines_never_fire_and_an_idle_clock_arms_no_timer(parts):
         assert await clock.start() == []
         assert clock.timer is None and clock.armed_count == 0 and clock.next_run("tick") is None
         book.set_paused("tick", False)
-        clock.check()  # the file changed: re-read, and the routine is due within a second
+        await clock.refresh()  # the file changed: re-read (the book told the clock already), and the routine is due within a second
         assert clock.timer is not None and clock.next_run("tick") is not None
         await wait_until(lambda: fired)
         book.set_paused("tick", True)
-        clock.check()
+        await clock.refresh()
         assert clock.timer is None
         count = len(fired)
         await asyncio.sleep(1.5)

@@ -83,10 +83,12 @@ def test_a_reminders_own_grace_is_the_one_the_clock_keeps(tmp_path):
     book = Book(tmp_path / "routines.toml", BERLIN)
     ledger = Ledger(store)
     wall, fired = Wall(), []
-    due = datetime(2026, 11, 27, 15, 0, tzinfo=BERLIN)
-    wall.set(due - timedelta(hours=1))
-    book.add(Routine(name="strict", schedule="2026-11-27 15:00", created=wall(), text="in the hour or not at all", grace_minutes=60))
-    book.add(Routine(name="lenient", schedule="2026-11-27 15:00", created=wall(), text="any time today"))
+    # 15:00 two days from now (a date written in the test would pass one day: the book refuses a one-shot in the past).
+    due = (datetime.now(BERLIN) + timedelta(days=2)).replace(hour=15, minute=0, second=0, microsecond=0)
+    at = f"{due:%Y-%m-%d %H:%M}"
+    # Written now (the book takes no creation time ahead of the real clock): due in two days.
+    book.add(Routine(name="strict", schedule=at, created=time.time(), text="in the hour or not at all", grace_minutes=60))
+    book.add(Routine(name="lenient", schedule=at, created=time.time(), text="any time today"))
 
     async def fire(routine: Routine, when: datetime, late: bool) -> None:
         fired.append((routine.name, late))

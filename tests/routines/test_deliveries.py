@@ -28,8 +28,8 @@ def test_a_failing_delivery_is_retried_then_given_up_and_the_message_stays_in_th
         async def main():
             item = await deliveries.post("reminder:tea", "Reminder", "tea", ["telegram", "inbox"])
             deadline = time.monotonic() + 10
-            while ledger.delivery_counts().get("failed", 0) == 0:
-                assert time.monotonic() < deadline, ledger.message(item.id)
+            while ledger.delivery_counts().get("failed", 0) < 2:  # the message's, then its notice's
+                assert time.monotonic() < deadline, ledger.inbox()
                 await asyncio.sleep(0.05)
             await deliveries.stop()
             return item
@@ -37,7 +37,8 @@ def test_a_failing_delivery_is_retried_then_given_up_and_the_message_stays_in_th
         started = time.monotonic()
         item = asyncio.run(main())
         assert time.monotonic() - started >= 0.4  # the two retries waited their time
-        [message] = ledger.inbox()
+        notice, message = ledger.inbox()
+        assert notice.source == "notice:tea" and "tea could not be delivered to telegram" in notice.text
         assert message.id == item.id and message.text == "tea" and not message.read
         [delivery] = message.deliveries  # "inbox" is no delivery: the message is there
         assert (delivery.target, delivery.state, delivery.attempts) == ("telegram", "failed", 3)
@@ -85,5 +86,49 @@ def test_a_note_delivery_waiting_across_a_restart_goes_to_the_note_it_was_made_f
         rel = delivery.target.removeprefix("note:").rpartition("#")[0]
         assert (vault / rel).read_text().startswith("## tars\n\n**") and "all fine" in (vault / rel).read_text()
         assert not (vault / "Elsewhere").exists()  # the note it was made for, not today's setting
+    finally:
+        store.close()
+
+
+def test_a_delivery_given_up_leaves_one_notice_an_hour_per_routine_and_none_about_a_notice(tmp_path):
+    store = Store(tmp_path / "index.sqlite3")
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    try:
+        ledger = Ledger(store)
+        # No channel runs here: every delivery to telegram fails, and is given up after one retry.
+        deliveries = Deliveries(ledger, dict, vault, RoutinesConfig(), BERLIN, retry_seconds=(0.05,))
+
+        async def settled():
+            deadline = time.monotonic() + 10
+            while ledger.delivery_counts().get("pending", 0) or deliveries._running is not None and not deliveries._running.done():
+                assert time.monotonic() < deadline, ledger.inbox()
+                await asyncio.sleep(0.05)
+
+        async def main():
+            await deliveries.post("routine:brief", "brief", "first", ["telegram"])
+            await settled()
+            await deliveries.post("routine:brief", "brief", "second", ["telegram"])  # within the hour: no second notice
+            await deliveries.post("reminder:tea", "Reminder", "tea", ["telegram", "note"])
+            await settled()
+            await deliveries.stop()
+
+        asyncio.run(main())
+        sources = [m.source for m in reversed(ledger.inbox())]
+        assert sources.count("notice:brief") == 1 and sources.count("notice:tea") == 1
+        assert len(sources) == 5  # three messages, two notices; the notices' own failed deliveries made none
+        [tea] = [m for m in ledger.inbox() if m.source == "notice:tea"]
+        # On the messengers the message had (the note is no place for a failure), and in the inbox.
+        assert [d.target for d in tea.deliveries] == ["telegram"] and tea.deliveries[0].state == "failed"
+
+        # A restart keeps the hour: the inbox says when the last notice was. And a notice is short.
+        async def after_restart():
+            again = Deliveries(ledger, dict, vault, RoutinesConfig(), BERLIN, retry_seconds=(0.05,))
+            assert await again.notice("brief", "did not run: the model is away", ["telegram"]) is None
+            long = await again.notice("huge", "did not run: " + "an error body " * 100_000, [])
+            assert long is not None and len(long.text) < 1000 and long.deliveries == ()
+            await again.stop()
+
+        asyncio.run(after_restart())
     finally:
         store.close()

@@ -113,10 +113,54 @@ def test_a_version_9_index_gets_the_routine_tables(tmp_path):
     conn.close()
     store = Store(path)
     try:
-        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 11
+        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 12
         assert store.get_meta("kept") == "yes"
         ledger = Ledger(store)
         assert ledger.claim("a", 1.0, late=False) is not None
         assert ledger.post("routine:a", "", "x", ["note"]).deliveries[0].target == "note"
     finally:
         store.close()
+
+
+def test_the_queries_about_one_routine_use_an_index_and_never_walk_every_run(store):
+    """What the clock, a routine's listing and status ask about one routine, with a routine that ran
+    every minute for months beside it: each statement the ledger runs is a search of an index (no
+    scan of the table, no sort of every run of the routine)."""
+    ledger = Ledger(store)
+    with store.writer_connection() as conn:
+        conn.execute(
+            "WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < 20000) "
+            "INSERT INTO routine_runs(routine, scheduled_at, started_at, finished_at, state, outcome) "
+            "SELECT CASE k % 10 WHEN 0 THEN 'brief' ELSE 'pulse' END, k * 60.0, k * 60.0 + 1, k * 60.0 + 2, 'done', 'spoke' FROM n"
+        )
+
+    def plans(ask) -> list[tuple[str, str]]:
+        """The query plan of each statement ``ask`` made the ledger run."""
+        statements: list[str] = []
+        ledger.conn.exec_trace = lambda _cursor, sql, _bindings: statements.append(sql) or True
+        try:
+            ask()
+        finally:
+            ledger.conn.exec_trace = None
+        assert statements
+        return [
+            (sql, " / ".join(row[3] for row in ledger.conn.execute("EXPLAIN QUERY PLAN " + sql, ('["brief"]', 0.0)[: sql.count("?")])))
+            for sql in statements
+        ]
+
+    def asked_before():
+        assert ledger.last_scheduled("brief") == 20000 * 60.0
+        assert ledger.last_run("brief").scheduled_at == 20000 * 60.0
+        assert [r.scheduled_at for r in ledger.runs("pulse", 2)] == [19999 * 60.0, 19998 * 60.0]
+        assert ledger.runs_since("brief", 19995 * 60.0) == 1
+
+    def asked_for_many():
+        names = ["brief", "pulse", "gone"]
+        assert ledger.latest_outcomes(names).keys() == ledger.last_runs(names).keys() == {"brief", "pulse"}
+        assert ledger.runs_today(names, 19995 * 60.0) == {"brief": 1, "pulse": 5, "gone": 0}
+
+    for ask in (asked_before, asked_for_many):
+        for sql, plan in plans(ask):
+            # The runs are searched through an index, never scanned or sorted whole (the list of names asked for is scanned).
+            runs = [step for step in plan.split(" / ") if "routine_runs" in step]
+            assert runs and all(step.startswith("SEARCH") for step in runs) and "TEMP B-TREE" not in plan, (sql, plan)

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tarsd.chat.routine_tools import MAX_MODEL_REMINDERS, RoutineTools
+from tarsd.chat.routine_tools import MAX_MODEL_REMINDERS, MAX_REMINDER_TEXT, RoutineTools
 from tarsd.memory.pending_rules import PendingRules
 from tarsd.routines.book import Book, Routine, RoutineError
 from tarsd.speaking.vault_note import NoteTargetError, append_to_note, entry, insert_under, note_path
@@ -75,5 +75,27 @@ def test_the_models_reminders_are_capped_and_refused_where_routines_do_not_run(t
         disabled = RoutineTools(Book(tmp_path / "third.toml", BERLIN), PendingRules(store), ["inbox"], enabled=False)
         assert "enabled = false" in disabled.remind({"when": "in 1 h", "text": "x"}, "cli")
         assert disabled.book.load() == []
+    finally:
+        store.close()
+
+
+def test_a_heading_is_matched_as_a_whole_heading_line_outside_code():
+    fenced = "# Day\n\n```markdown\n## tars\nnot here\n```\n\n~~~\n## tars\n~~~\n\n## Later\nkeep\n"
+    assert insert_under(fenced, "tars", "hi\n") == fenced.rstrip("\n") + "\n\n## tars\n\nhi\n"  # in code: not a heading
+    assert insert_under("## C#\nold\n\n## Next\n", "C#", "hi\n") == "## C#\nold\n\nhi\n\n## Next\n"  # "#" kept in the text
+    assert insert_under("## C# notes\nold\n", "C# notes", "hi\n") == "## C# notes\nold\n\nhi\n"
+    assert insert_under("## tars log\nold\n", "tars", "hi\n") == "## tars log\nold\n\n## tars\n\nhi\n"  # whole text only
+    assert insert_under("    ## tars\ncode\n", "tars", "hi\n") == "    ## tars\ncode\n\n## tars\n\nhi\n"  # indented 4: code
+    assert insert_under("## tars ##\nold\n", "tars", "hi\n") == "## tars ##\nold\n\nhi\n"  # a closing run is not text
+
+
+def test_the_models_reminder_text_is_capped(tmp_path):
+    store = Store(tmp_path / "index.sqlite3")
+    try:
+        tools = RoutineTools(Book(tmp_path / "routines.toml", BERLIN), PendingRules(store), ["inbox"])
+        refused = tools.remind({"when": "in 1 h", "text": "x" * (MAX_REMINDER_TEXT + 1)}, "telegram:42")
+        assert refused.startswith("error:") and f"at most {MAX_REMINDER_TEXT:,}" in refused
+        assert json.loads(tools.remind({"when": "in 1 h", "text": "y" * MAX_REMINDER_TEXT}, "cli"))["status"] == "set"
+        assert [r.text for r in tools.book.load()] == ["y" * MAX_REMINDER_TEXT]
     finally:
         store.close()

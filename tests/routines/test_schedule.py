@@ -133,3 +133,209 @@ def test_user_timezone_names_an_unknown_zone():
     assert isinstance(user_timezone(""), ZoneInfo)
     with pytest.raises(ScheduleError, match="Mars/Olympus"):
         user_timezone("Mars/Olympus")
+
+
+# ---- crontab(5)'s forms (the property test, test_schedule_property.py, checks them at random) ----
+
+NEW_YORK = ZoneInfo("America/New_York")
+FRIDAY = datetime(2026, 11, 27, 12, 0, tzinfo=BERLIN)
+
+
+def _next(text: str, after: datetime, count: int = 1, tz: ZoneInfo = BERLIN) -> list[str]:
+    schedule = parse_schedule(text, tz, after)
+    found, run = [], after
+    for _ in range(count):
+        run = schedule.next_after(run, after)
+        found.append(run.astimezone(tz).strftime("%a %d %b %H:%M %Z"))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("30 7 * * 1-5", "Mon 30 Nov 07:30 CET"),
+        ("0 18 * * 0", "Sun 29 Nov 18:00 CET"),
+        ("0 9 * * 7", "Sun 29 Nov 09:00 CET"),
+        ("0 9 * * SUN", "Sun 29 Nov 09:00 CET"),
+        ("0 9 * * sat-sun", "Sat 28 Nov 09:00 CET"),
+        ("0 9 * * mon-sun", "Sat 28 Nov 09:00 CET"),
+        ("0 9 * dec mon", "Mon 07 Dec 09:00 CET"),
+        ("@weekly", "Sun 29 Nov 00:00 CET"),
+        ("@monthly", "Tue 01 Dec 00:00 CET"),
+        ("cron @yearly", "Fri 01 Jan 00:00 CET"),
+        ("5/20 13 * * *", "Fri 27 Nov 13:05 CET"),
+    ],
+)
+def test_weekdays_names_and_macros_mean_what_crontab_says(text, first):
+    assert _next(text, FRIDAY) == [first]
+
+
+def test_day_of_month_or_day_of_week_as_vixie_cron_has_it():
+    # Both restricted: either. The 1st of December is a Tuesday, the Mondays come too.
+    assert _next("0 9 1 * 1", FRIDAY, 3) == ["Mon 30 Nov 09:00 CET", "Tue 01 Dec 09:00 CET", "Mon 07 Dec 09:00 CET"]
+    # A field beginning with * counts as unrestricted, even */2: then a day must match both.
+    assert _next("0 9 */2 * 1", FRIDAY, 2) == ["Mon 07 Dec 09:00 CET", "Mon 21 Dec 09:00 CET"]  # odd Mondays
+    assert _next("0 9 * * */2", FRIDAY, 4) == [
+        "Sat 28 Nov 09:00 CET",
+        "Sun 29 Nov 09:00 CET",
+        "Tue 01 Dec 09:00 CET",
+        "Thu 03 Dec 09:00 CET",
+    ]
+    # The 30th of February never comes, but its Mondays do.
+    assert _next("0 9 30 2 mon", FRIDAY) == ["Mon 01 Feb 09:00 CET"]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("5-2 * * * *", "runs backwards"),
+        ("*/0 * * * *", "step"),
+        ("60 * * * *", "from 0 to 59"),
+        ("0 24 * * *", "from 0 to 23"),
+        ("0 9 0 * *", "from 1 to 31"),
+        ("0 9 * 13 *", "from 1 to 12"),
+        ("0 9 * * 8", "from 0 to 7"),
+        ("0 9 ? * *", "Quartz"),
+        ("0 9 L * *", "Quartz"),
+        ("0 9 * * 1#2", "Quartz"),
+        ("0 0 9 * * *", "5 fields"),
+        ("@reboot", "@hourly"),
+        ("0 9 * * funday", "not a day of week"),
+        ("0 9 30 2 *", "never fires"),
+        ("0 9 31 4,6 *", "never fires"),
+        ("0 99999999999999999999 * * *", "from 0 to 23"),
+    ],
+)
+def test_crontabs_cron_would_not_read_are_refused_with_the_reason(text, said):
+    with pytest.raises(ScheduleError) as refused:
+        parse_schedule(text, BERLIN, FRIDAY)
+    assert said in str(refused.value)
+    assert refused.value.hint
+
+
+# ---- the nights the clocks change (the rule written in docs/routines.md) ----
+
+
+def test_a_fixed_time_the_clocks_skip_runs_once_when_they_jump():
+    """crontab users' expectation, and Vixie cron's: 02:30 on the night 02:00 becomes 03:00 runs at 03:00."""
+    assert _next("30 2 * * *", datetime(2026, 3, 28, 12, 0, tzinfo=BERLIN), 3) == [
+        "Sun 29 Mar 03:00 CEST",
+        "Mon 30 Mar 02:30 CEST",
+        "Tue 31 Mar 02:30 CEST",
+    ]
+    assert _next("30 2 * * *", datetime(2026, 3, 7, 12, 0, tzinfo=NEW_YORK), 2, NEW_YORK) == [
+        "Sun 08 Mar 03:00 EDT",
+        "Mon 09 Mar 02:30 EDT",
+    ]
+    # Two fixed times in the skipped hour are one run at the jump; 03:00 itself is the same run.
+    assert _next("0,30 2,3 * * *", datetime(2026, 3, 29, 1, 0, tzinfo=BERLIN), 3) == [
+        "Sun 29 Mar 03:00 CEST",
+        "Sun 29 Mar 03:30 CEST",
+        "Mon 30 Mar 02:00 CEST",
+    ]
+
+
+def test_a_fixed_time_the_clocks_pass_twice_runs_once_the_first_time():
+    fires = parse_schedule("30 2 * * *", BERLIN, NOW).occurrences(
+        datetime(2026, 10, 24, 12, 0, tzinfo=BERLIN), datetime(2026, 10, 27, 12, 0, tzinfo=BERLIN), NOW
+    )
+    assert [f.astimezone(UTC).isoformat() for f in fires] == [
+        "2026-10-25T00:30:00+00:00",  # 02:30 summer time; 02:30 winter time an hour later does not run it again
+        "2026-10-26T01:30:00+00:00",
+        "2026-10-27T01:30:00+00:00",
+    ]
+    # A daily 07:30 is untouched by either night (tested in test_a_daily_0730_routine_in_berlin_...).
+
+
+@pytest.mark.parametrize("tz", [BERLIN, NEW_YORK])
+def test_a_wildcard_job_goes_on_in_real_time_through_both_changes(tz):
+    """*/15 runs every 15 minutes of real time: on the short day 92 times, on the long day 100."""
+    schedule = parse_schedule("*/15 * * * *", tz, NOW)
+    for day, hours in [(_change_day(tz, 3), 23), (_change_day(tz, 10 if tz is BERLIN else 11), 25)]:
+        start = datetime(day.year, day.month, day.day, tzinfo=tz).astimezone(UTC)  # real time from here on
+        fires = schedule.occurrences(start - timedelta(seconds=1), start + timedelta(hours=hours, seconds=-1), NOW)
+        assert len(fires) == hours * 4
+        gaps = {(b.astimezone(UTC) - a.astimezone(UTC)) for a, b in zip(fires, fires[1:], strict=False)}
+        assert gaps == {timedelta(minutes=15)}
+    # Hourly (the hour field is *) likewise: 01:00, then 03:00 summer time, an hour of real time later.
+    hourly = parse_schedule("0 * * * *", BERLIN, NOW)
+    assert hourly.next_after(datetime(2026, 3, 29, 1, 0, tzinfo=BERLIN), NOW) == datetime(2026, 3, 29, 3, 0, tzinfo=BERLIN)
+    first = hourly.next_after(datetime(2026, 10, 25, 1, 30, tzinfo=BERLIN), NOW)
+    second = hourly.next_after(first, NOW)
+    assert (first.astimezone(UTC).hour, second.astimezone(UTC).hour) == (0, 1)  # 02:00 summer time, then 02:00 winter time
+
+
+def _change_day(tz: ZoneInfo, month: int):
+    """The day in ``month`` of 2026 on which the clocks of ``tz`` change."""
+    day = datetime(2026, month, 1, 12, tzinfo=tz)
+    while (day + timedelta(days=1)).utcoffset() == day.utcoffset():
+        day += timedelta(days=1)
+    return (day + timedelta(days=1)).date()
+
+
+# ---- bounds: nothing that cannot be represented gets in ----
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("every 10000000 d", "the longest is 366 days"),
+        ("every 367 d", "the longest is 366 days"),
+        ("every 99999999999999999999999999 s", "longer than anything"),
+        ("9999-12-31T23:59-12:00", "at most 10 years"),
+        ("0001-01-01T00:00+14:00", "at most 10 years"),
+        ("0001-01-01 00:00", "at most 10 years"),
+        ("9999-12-31 23:59", "at most 10 years"),
+        ("2037-01-01 10:00", "at most 10 years"),
+        pytest.param(",".join(["0"] * 500_000) + " * * * *", "at most 1,000", id="a megabyte"),
+    ],
+)
+def test_a_schedule_that_cannot_be_represented_is_refused_with_what_is_allowed(text, said):
+    with pytest.raises(ScheduleError) as refused:
+        parse_schedule(text, BERLIN, FRIDAY)
+    assert said in str(refused.value)
+    assert refused.value.hint
+    assert parse_schedule("every 366 d", BERLIN, FRIDAY).seconds == 366 * 86400
+    assert parse_schedule("2036-11-01 10:00", BERLIN, FRIDAY).kind == "once"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("in 99999999999 d", "at most 10 years"),
+        ("in 3654 d", "at most 10 years"),
+        ("in 999999999999999999999999 min", "longer than anything"),
+        ("9999-12-31T23:59-12:00", "at most 10 years"),
+        ("0001-01-01T00:00+14:00", "at most 10 years"),
+        ("in 5", "in 5 what? say in 5 min"),
+        ("in", "in N what?"),
+    ],
+)
+def test_a_reminder_time_that_cannot_be_represented_is_refused_with_what_is_allowed(text, said):
+    with pytest.raises(ScheduleError) as refused:
+        parse_when(text, BERLIN, FRIDAY)
+    assert said in str(refused.value)
+
+
+def test_the_minimum_interval_refuses_an_every_below_it_and_says_why():
+    assert parse_schedule("every 1 s", BERLIN, NOW).seconds == 1  # no minimum asked: the book passes the config's
+    with pytest.raises(ScheduleError) as refused:
+        parse_schedule("every 30 s", BERLIN, NOW, min_interval=60)
+    assert "at most every 1 min" in str(refused.value)
+    assert "runs the model" in refused.value.hint and "min_interval_seconds" in refused.value.hint
+    assert parse_schedule("every 1 min", BERLIN, NOW, min_interval=60).seconds == 60
+    assert parse_schedule("* * * * *", BERLIN, NOW, min_interval=60).kind == "cron"  # cron's finest is a minute
+
+
+def test_fire_times_at_the_ends_of_the_calendar_are_none_not_an_error():
+    end = datetime(9999, 12, 31, 23, 0, tzinfo=UTC)
+    start = datetime(1, 1, 2, tzinfo=UTC)
+    for text in ("* * * * *", "0 0 1 1 *", "30 2 * * *", "every 366 d", "every 1 s"):
+        schedule = parse_schedule(text, BERLIN, NOW)
+        assert schedule.next_after(end, end) is None, text
+        assert schedule.occurrences(end, end + timedelta(minutes=59), end) == []
+        assert schedule.latest_between(start, end, start) is not None or text.startswith("every"), text
+        assert schedule.latest_between(end, start, end) is None
+    anchor = end - timedelta(days=1)
+    assert parse_schedule("every 366 d", BERLIN, NOW).next_after(start, anchor) == anchor  # the anchor itself
+    assert parse_schedule("every 366 d", BERLIN, NOW).next_after(anchor, anchor) is None  # a year past 9999

@@ -16,6 +16,7 @@ from tarsctl.client import Client, RemoteError
 from tarsctl.protocol import (
     Chat,
     ConversationHistory,
+    DecideMemoryProposals,
     DecideRule,
     DecideToolCall,
     EndConversation,
@@ -23,7 +24,11 @@ from tarsctl.protocol import (
     Index,
     ListConversations,
     ListTools,
+    MemoryProposals,
+    MemoryReview,
+    MemoryUndo,
     PendingRules,
+    PreviewSchedule,
     Remember,
     Remind,
     RoutineAction,
@@ -62,6 +67,11 @@ CALLS = [
     ("POST", "/remind", {"when": "in 1 h", "text": "hi"}, Remind(when="in 1 h", text="hi")),
     ("GET", "/inbox", None, Inbox()),
     ("POST", "/inbox/read", {"all": True}, Inbox(mark_all_read=True)),
+    ("GET", "/schedule/preview?schedule=every%201h", None, PreviewSchedule(schedule="every 1h")),
+    ("POST", "/memory/review", {}, MemoryReview()),
+    ("GET", "/memory/proposals", None, MemoryProposals()),
+    ("POST", "/memory/proposals/decide", {"ids": [1], "approve": True}, DecideMemoryProposals(ids=[1], approve=True)),
+    ("POST", "/memory/undo", {}, MemoryUndo()),
 ]
 
 

@@ -26,7 +26,8 @@ from tarsd.serve.http_guard import (
     page_url,
     split_host,
 )
-from tarsd.serve.http_token import TokenCheck, TokenError, ensure_token, read_token, rotate_token, token_path
+from tarsd.serve.http_token import TokenCheck
+from tarsd.setup.http_tokens import TokenError, ensure_token, read_token, rotate_token, token_path
 
 
 def test_host_policy():

@@ -17,6 +17,7 @@ from tarsctl.shown import shown_json, shown_text
 from tarsd.chat import prompts
 from tarsd.chat.conversations import UNANSWERED, ChatMessage, ToolCall, ToolRecord, with_every_call_answered
 from tarsd.config.settings import McpServerConfig
+from tarsd.setup.private_files import SecretFileError, read_env_file, read_headers_file
 from tarsd.tools.approvals import Approvals
 from tarsd.tools.circuit import Circuit
 from tarsd.tools.cut_stream import JsonCutter, cut_message
@@ -25,7 +26,6 @@ from tarsd.tools.names import NAME_RULE, exposed_name, server_name_problem
 from tarsd.tools.policy import decide, unmatched_patterns
 from tarsd.tools.results import cut_mark, result_text, unmarked
 from tarsd.tools.rules import AlwaysRules, RulesFileError
-from tarsd.tools.secret_files import SecretFileError, read_env_file, read_headers_file
 
 
 def test_names_keep_to_the_providers_rules_and_stay_unique_and_stable():
@@ -39,7 +39,7 @@ def test_names_keep_to_the_providers_rules_and_stay_unique_and_stable():
     assert len(long) == 64 and long == exposed_name("server", "x" * 200, set())  # the same after a restart
     assert long != exposed_name("server", "x" * 199, set())
     for name in (first, second, long, exposed_name("s", "ünïcode tool/😀", set()), exposed_name("s", "!!!", set())):
-        assert NAME_RULE.match(name), name
+        assert NAME_RULE.fullmatch(name), name
     assert server_name_problem("todoist") == "" and "1-32 letters" in server_name_problem("my server")
 
 
@@ -269,3 +269,15 @@ def test_a_misspelt_key_in_a_server_table_is_named_at_start(tmp_path):
     config.write_text('[mcp.servers.todoist]\ncomand = ["npx", "-y", "@doist/todoist-mcp"]\n')
     with pytest.raises(ConfigError, match=r"\[mcp.servers.todoist\] has no key .comand."):
         load_config(config, env={})
+
+
+def test_names_are_matched_whole_a_final_newline_is_not_part_of_a_name(tmp_path):
+    """'^...$' with re.match lets "name\\n" through ('$' matches before a final newline): whole matches only."""
+    assert "1-32 letters" in server_name_problem("todoist\n")
+    assert not NAME_RULE.fullmatch("todoist_get_tasks\n")
+    from tarsd.vault.files import remove_litter
+
+    (tmp_path / ".note.md.tars-tmp\n").write_text("a user's file with an odd name")
+    (tmp_path / ".note.md.tars-tmp").write_text("tars's own, left by a kill")
+    assert remove_litter(tmp_path, older_than=float("inf")) == [".note.md.tars-tmp"]
+    assert (tmp_path / ".note.md.tars-tmp\n").exists()

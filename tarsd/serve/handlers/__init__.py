@@ -19,6 +19,7 @@ from tarsctl.protocol import (
     Cancel,
     Chat,
     ConversationHistory,
+    DecideMemoryProposals,
     DecideRule,
     DecideToolCall,
     EndConversation,
@@ -30,9 +31,13 @@ from tarsctl.protocol import (
     Links,
     ListConversations,
     ListTools,
+    MemoryProposals,
+    MemoryReview,
+    MemoryUndo,
     Message,
     PendingRules,
     Ping,
+    PreviewSchedule,
     ReadNote,
     Related,
     Remember,
@@ -86,6 +91,11 @@ HANDLERS: dict[type, Handler] = {
     RoutineAction: routines.routine_action,
     Remind: routines.remind,
     Inbox: routines.inbox,
+    PreviewSchedule: routines.preview_schedule,
+    MemoryReview: memory.memory_review,
+    MemoryProposals: memory.memory_proposals,
+    DecideMemoryProposals: memory.decide_memory_proposals,
+    MemoryUndo: memory.memory_undo,
 }
 
 

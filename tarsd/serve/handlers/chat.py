@@ -30,7 +30,7 @@ from tarsctl.protocol import (
 )
 from tarsd.chat.conversations import ConversationStore
 from tarsd.chat.external import AskUser
-from tarsd.chat.tools import tool_summary
+from tarsd.chat.tools import tool_effect, tool_summary
 from tarsd.serve.handlers.common import Peer, RequestError
 from tarsd.serve.parts import DaemonParts
 
@@ -188,6 +188,7 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
                     name=call.name,
                     result=output[:TOOL_RESULT_PREVIEW],
                     summary=tool_summary(call.name, output),
+                    effect=tool_effect(call.name, output),
                 )
                 if record is not None:
                     activity.server, activity.tool, activity.outcome = record.server, record.tool, record.outcome

@@ -1,5 +1,6 @@
-"""What ``[whatsapp]`` says, read (docs/whatsapp.md): who may write to tars, where its three
-secrets are, and what in it stops the channel. The channel and ``tarsctl doctor`` both read it here.
+"""What ``[whatsapp]`` says, read (docs/whatsapp.md): who may write to tars and who the owner is,
+where its three secrets are, and what in it stops the channel. The channel and ``tarsctl doctor``
+both read it here.
 
 A WhatsApp user is named two ways (Meta's business-scoped user ids, docs/whatsapp.md):
 - a **phone number**, digits with country code ("353871234567"; "+", spaces, dashes and
@@ -10,8 +11,10 @@ A WhatsApp user is named two ways (Meta's business-scoped user ids, docs/whatsap
   alone, without a number. A parent BSUID ("US.ENT.…", shared by linked business portfolios) is
   not what a message's ``from_user_id`` holds, so it is refused here with the fix.
 
-A message is the user's when either of the ids it carries is on the list. The entries' values
-never reach the log: a problem names an entry by its place in the list.
+A message is the user's when either of the ids it carries is on the list. The **owner** is the
+list's first id: what tars starts (a routine's answer, a reminder, a routine's question about a
+tool call) goes to them only. The entries' values never reach the log: a problem names an entry by
+its place in the list.
 """
 
 from __future__ import annotations
@@ -74,6 +77,12 @@ def allowed_senders(entries: list[str]) -> tuple[set[str], list[str]]:
                 'e.g. "+353871234567") nor a BSUID (e.g. "US.13491208655302741918"): it is ignored; fix or remove it'
             )
     return allowed, problems
+
+
+def addresses(entries: list[str]) -> list[str]:
+    """The list's ids in the order written, each one a message can be sent to (a number or a BSUID):
+    the first is the owner."""
+    return list(dict.fromkeys(found for entry in entries if (found := sender_id(entry)) is not None))
 
 
 def config_problems(settings: WhatsAppConfig) -> list[str]:

@@ -1,8 +1,11 @@
 """Secrets come from files only their owner can read, never from the config: for MCP servers
 ``env_file`` (``KEY=VALUE`` lines, as a .env file) and ``headers_file`` (``Name: value`` lines);
-for a messenger channel one secret a file (``read_secret``: WhatsApp's app secret, access token and
-verify token). A file that others can read is refused, as the HTTP token file is: the server or
-channel is not used and its status says which file and ``chmod 600``.
+for a messenger channel one secret a file (``read_secret``, and ``SecretFile``, which reads it again
+when the file changes: WhatsApp's app secret, access token and verify token, Telegram's bot token
+and webhook secret). A file that others can read is refused, as the HTTP token file is: the server
+or channel is not used and its status (and ``tarsctl doctor``) says which file and ``chmod 600``.
+
+tarsd and ``tarsctl doctor`` both read them here (standard library only).
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import re
 import stat
 from pathlib import Path
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # with fullmatch
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 MAX_SECRET_FILE_BYTES = 64 * 1024
 
 
@@ -56,7 +59,7 @@ def read_env_file(path_text: str) -> dict[str, str]:
     for number, line in _read_private(path_text, "env_file"):
         key, sep, value = line.removeprefix("export ").partition("=")
         key, value = key.strip(), value.strip()
-        if not sep or not _ENV_NAME.match(key):
+        if not sep or not _ENV_NAME.fullmatch(key):
             raise SecretFileError(f"env_file {path_text} line {number}: expected KEY=VALUE (letters, digits and _ in KEY)")
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
@@ -70,7 +73,7 @@ def read_headers_file(path_text: str) -> dict[str, str]:
     for number, line in _read_private(path_text, "headers_file"):
         name, sep, value = line.partition(":")
         name, value = name.strip(), value.strip()
-        if not sep or not _HEADER_NAME.match(name):
+        if not sep or not _HEADER_NAME.fullmatch(name):
             raise SecretFileError(f"headers_file {path_text} line {number}: expected 'Name: value' (an HTTP header)")
         found[name] = value
     return found
@@ -82,3 +85,43 @@ def read_secret(path_text: str, what: str, missing_hint: str = "") -> str:
     if not lines:
         raise SecretFileError(f"the {what} {Path(path_text).expanduser()} is empty: put the secret on its first line")
     return lines[0][1]
+
+
+class SecretFile:
+    """One secret, the first line of a file of mode 0600: looked at (one stat) each time it is used
+    and read again when the file changed, so that a new token takes effect without a restart, and a
+    file that others can read (a ``chmod 644`` while tarsd runs) stops being used at once, as the
+    HTTP token file does."""
+
+    def __init__(self, path: Path, what: str, missing_hint: str):
+        self.path = path
+        self.what = what
+        self.missing_hint = missing_hint
+        self._seen: tuple[int, ...] | None = None
+        self._value = ""
+        self._error = ""
+
+    def get(self) -> str:
+        """The secret; SecretFileError saying which file and what to do when it cannot be used."""
+        try:
+            info = os.stat(self.path)
+            key: tuple[int, ...] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode, info.st_uid)
+        except OSError:
+            key = ()
+        if key != self._seen or not key:
+            self._seen = key
+            try:
+                self._value, self._error = read_secret(str(self.path), self.what, self.missing_hint), ""
+            except (OSError, SecretFileError) as exc:
+                self._value, self._error = "", str(exc)
+        if self._error:
+            raise SecretFileError(self._error)
+        return self._value
+
+    def problem(self) -> str:
+        """Why the secret cannot be used now; "" when it can."""
+        try:
+            self.get()
+        except SecretFileError as exc:
+            return str(exc)
+        return ""
