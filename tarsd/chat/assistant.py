@@ -54,6 +54,7 @@ class TurnResult:
     session_log: str = ""
     warnings: list[str] = field(default_factory=list)
     tokens: int = 0  # model tokens this turn used, as tars counts them (what it sent and what came back)
+    context: str = ""  # what the opening context spent (a conversation's first message only), in words
 
 
 class Assistant:
@@ -187,6 +188,7 @@ class Assistant:
             result.warnings.append(f"no relevant context: {exc}")
             return ""
         result.warnings.extend(context.recalled.warnings)
+        result.context = context.spent
         log.info("opening context: %s", context.spent)
         return context.text
 
