@@ -22,8 +22,9 @@ from pathlib import Path
 
 from tarsd.config.budget import CHUNK_WORKERS
 from tarsd.markdown.chunker import Chunk, TokenCounter, chunk_note, note_lines, parse_front_matter
-from tarsd.markdown.line_units import LineUnit, line_units, note_date
+from tarsd.markdown.line_units import LineUnit, line_units
 from tarsd.markdown.links import Link, parse_links
+from tarsd.markdown.note_dates import note_date
 from tarsd.markdown.tags import parse_tags
 
 # Syncs with at least this many notes to chunk use worker processes (at most the memory budget's
@@ -48,7 +49,7 @@ class PreparedNote:
     chunks: list[Chunk] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     units: list[LineUnit] = field(default_factory=list)  # each line on its own, for a note recalled by lines (line_units.py)
-    date: float | None = None  # when the note took place, when it says (line_units.note_date)
+    date: float | None = None  # when the note took place, when it says (markdown/note_dates.py)
 
 
 def prepare_note(text: str, path: str, counter: TokenCounter, budget: int, overlap: float, by_lines: bool = False) -> PreparedNote:

@@ -1,4 +1,4 @@
-"""A note's lines as units of their own, and the date a note is about.
+"""A note's lines as units of their own.
 
 Session logs hold one turn (or one point of a summary) per line, and a passage of five or six
 of them gives a vector that is about none in particular: on LoCoMo's conversations a passage's
@@ -6,11 +6,6 @@ vector found every evidence turn of a question in 0.44 of them, a line's own vec
 passage's as a prior) in 0.60 (bench/episodic_recall.py). So each line of such a note is also
 embedded on its own (tarsd/store/line_units.py keeps them), and recall (tarsd/search/recall.py)
 ranks lines, not passages, in these notes.
-
-A note's date is what a dated note is about: a session log's start, a daily note's day. The
-front matter's ``started`` or ``date`` (it may carry a time zone), else a date at the start of
-the file name (tars names its logs YYYY-MM-DD-HHMM-slug.md, daily notes are YYYY-MM-DD.md),
-read as local time.
 """
 
 from __future__ import annotations
@@ -18,11 +13,9 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
 
 from tarsd.markdown.chunker import MAX_CHARS_PER_TOKEN, TokenCounter, parse_front_matter
 
-_NAME_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[-_ T](\d{2})(\d{2}))?")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]")
 _LIST_MARK = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?")
@@ -82,33 +75,3 @@ def _cut(text: str, counter: TokenCounter, budget: int) -> str:
     while cut and counter.count([cut])[0] > budget:  # an estimate's even spread may overshoot
         cut = cut[: len(cut) * budget // (budget + 8)]
     return cut
-
-
-def note_date(path: str, front: dict) -> float | None:
-    """When the note took place (seconds since the epoch), or None for a note that says no date."""
-    for key in ("started", "date"):
-        when = _front_time(front.get(key))
-        if when is not None:
-            return when
-    match = _NAME_DATE.match(path.rsplit("/", 1)[-1])
-    if match is None:
-        return None
-    year, month, day, hour, minute = (int(part) if part else 0 for part in match.groups())
-    try:
-        return datetime(year, month, day, hour, minute).timestamp()
-    except ValueError:
-        return None  # 2026-13-45: not a date after all
-
-
-def _front_time(value: object) -> float | None:
-    """A front matter time: YAML reads ISO timestamps as datetime (or date), quoted ones stay text."""
-    try:
-        if isinstance(value, datetime):
-            return value.timestamp()
-        if isinstance(value, date):
-            return datetime(value.year, value.month, value.day).timestamp()
-        if isinstance(value, str):
-            return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp()
-    except (ValueError, OverflowError, OSError):
-        return None
-    return None

@@ -43,7 +43,7 @@ class FileMeta:
     problem: str | None = None
     links: list[Link] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # front-matter title and aliases: what links may call the note
-    date: float | None = None  # when the note took place, when it says (markdown/line_units.note_date)
+    date: float | None = None  # when the note took place, when it says (markdown/note_dates.py)
 
 
 class Files:

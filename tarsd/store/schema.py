@@ -321,7 +321,7 @@ CREATE TABLE memory_lines_seen (
 # note recalled by its lines (a session log: one turn a line) is a unit with a vector of its own,
 # beside the passages that hold it: line_vectors is in the passages' vector space (the embedding
 # cache serves both), its rows also held in memory. And every note's date, when it says one (a
-# session log's start, a daily note's day: markdown/line_units.note_date), which recall shows
+# session log's start, a daily note's day: markdown/note_dates.py), which recall shows
 # beside what it recalls. Every note is re-chunked at the next sync (the chunker's version moved
 # too), its vectors taken from the embedding cache; only the lines are embedded anew.
 _SCHEMA_LINE_UNITS = """
