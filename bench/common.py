@@ -130,7 +130,7 @@ def index_with_vectors(engine, full: bool = False):
         f"synced in {report.seconds:,.1f} s: {counts['files']:,} notes, {counts['chunks']:,} chunks, "
         f"{report.indexed:,} (re-)chunked, {report.vectors_embedded:,} embedded, {report.vectors_from_cache:,} vectors from cache"
     )
-    if report.embedder_error or counts["pending_vectors"]:
+    if report.embedder_error or counts["pending_vectors"] or counts.get("pending_line_vectors"):
         sys.exit(f"the index has no vectors for every chunk: {report.embedder_error or 'pending vectors left'}")
     return report, counts
 

@@ -30,7 +30,7 @@ from search_quality import TOLERANCE, cache_dir, open_index, vault_for
 from search_sets import LENGTH_BANDS, NAMES, length_band, load, split_of, words
 
 from tarsd.search import searcher
-from tarsd.search.searcher import ANCHORS, LEADS, LINK_TOP, Candidate, fuse_tars, keyword_value, leads
+from tarsd.search.searcher import LINK_TOP, Candidate, fuse_tars
 
 DEPTH = 300
 Fusion = Callable[[Candidate, "Question"], float]
@@ -185,16 +185,6 @@ def top(q: Question, mode: str, fusion: Fusion = tars, limit: int = 10) -> list[
     return pool[:limit]
 
 
-def mode_value(c: Candidate, q: Question, mode: str, fusion: Fusion = tars) -> float:
-    """The value a mode's shown score is calibrated from."""
-    return keyword_value(c) if mode == "fts" else c.cosine if mode == "vec" else fusion(c, q)
-
-
-def forced(c: Candidate, mode: str) -> bool:
-    """Shown as relevant whatever its value: the named note, and in hybrid the note both lists put first."""
-    return c.named or (mode == "hybrid" and c.keyword_rank == 1 and c.vector_rank == 1)
-
-
 def ranked(q: Question, fusion: Fusion, both_first: bool = True) -> list[str]:
     if fusion is keyword_order:
         return [c.path for c in top(q, "fts", limit=len(q.candidates))]
@@ -214,78 +204,12 @@ def figures(questions: list[Question], fusion: Fusion, both_first: bool) -> tupl
     )
 
 
-def fit(data: dict[str, list[Question]], mode: str, fusion: Fusion = tars) -> None:
-    """The values where the bands should start, so that across the sets (each weighing the same)
-    a hit banded relevant is relevant at least 80% of the time and one banded not at most 10%:
-    prints each set's share relevant above and below candidate thresholds, and the forced hits'."""
-    hits: dict[str, list[tuple[float, bool]]] = {}
-    forced_hits: dict[str, list[bool]] = {}
-    for name, questions in data.items():
-        for q in questions:
-            for c in top(q, mode, fusion):
-                relevant = q.grades.get(c.path, 0) > 0
-                if forced(c, mode):
-                    forced_hits.setdefault(name, []).append(relevant)
-                else:
-                    hits.setdefault(name, []).append((mode_value(c, q, mode, fusion), relevant))
-
-    def share(name: str, keep: Callable[[float], bool]) -> float:
-        chosen = [r for v, r in hits.get(name, []) if keep(v)]
-        return sum(chosen) / len(chosen) if chosen else math.nan
-
-    rows = []
-    for step in range(10, 100, 2):
-        t = step / 100
-        above = [share(name, lambda v, t=t: v >= t) for name in data]
-        below = [share(name, lambda v, t=t: v < t) for name in data]
-        band = [share(name, lambda v, t=t: t <= v < t + 0.05) for name in data]
-        mean = lambda xs: sum(x for x in xs if not math.isnan(x)) / max(1, sum(not math.isnan(x) for x in xs))  # noqa: E731
-        rows.append([f"{t:.2f}", *[f"{x:.2f}" for x in above], f"{mean(above):.2f}", f"{mean(below):.2f}", f"{mean(band):.2f}"])
-    print_table(
-        ["value", *[f"{name} >=" for name in data], "mean >=", "mean <", "mean in [v, v+.05)"], rows, f"{mode}: share relevant by value"
-    )
-    if mode in LEADS:
-        relevant_from = ANCHORS[mode][2]
-        rows = []
-        for name, questions in data.items():
-            plain, led = [], []
-            for q in questions:
-                shown = top(q, mode)
-                for c, below in zip(shown, [*shown[1:], None], strict=False):
-                    if forced(c, mode) or mode_value(c, q, mode) < relevant_from:
-                        continue
-                    plain.append(q.grades.get(c.path, 0) > 0)
-                    if leads(c, below, mode):
-                        led.append(q.grades.get(c.path, 0) > 0)
-            rows.append(
-                [
-                    name,
-                    len(plain),
-                    f"{sum(plain) / len(plain):.2f}" if plain else "-",
-                    len(led),
-                    f"{sum(led) / len(led):.2f}" if led else "-",
-                ]
-            )
-        print_table(
-            ["set", f"hits >= {relevant_from}", "relevant", "and leading the next", "relevant"],
-            rows,
-            f"{mode}: hits past the relevant anchor, and those that also lead the next hit by {LEADS[mode]} (LEADS)",
-        )
-    forced_shares = {name: sum(v) / len(v) for name, v in forced_hits.items() if v}
-    print(
-        f"{mode}: hits shown relevant by rule (named, or first in both lists): "
-        + ", ".join(f"{n} {s:.2f} of {len(forced_hits[n])}" for n, s in forced_shares.items())
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", nargs="+", choices=NAMES, default=list(NAMES))
     parser.add_argument("--split", choices=("dev", "held-out"), default="dev")
     parser.add_argument("--queries", type=int, default=0, help="only the first N queries of each set's split")
     parser.add_argument("--fusions", nargs="+", choices=FUSIONS, default=list(FUSIONS))
-    parser.add_argument("--fit", nargs="+", choices=("fts", "vec", "hybrid"), help="print how often a hit is relevant by its mode's value")
-    parser.add_argument("--fit-length", choices=("short", "long"), help="fit on queries of at most 20 words, or on longer ones")
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a tarsd.search.searcher setting for the candidate lists"
     )
@@ -333,12 +257,6 @@ def main() -> None:
         ["fusion", "set", "words", "n", "fts nDCG", "vec nDCG", "hyb nDCG", "hyb MRR", "gap nDCG", "gap MRR"], rows, f"split: {args.split}"
     )
     print_table(["fusion", "mean hybrid nDCG over sets", "worst gap (nDCG or MRR)", "rule met"], summary, "summary")
-    if args.fit_length:
-        long = args.fit_length == "long"
-        data = {name: [q for q in questions if (q.words > 20) == long] for name, questions in data.items()}
-        data = {name: questions for name, questions in data.items() if questions}
-    for mode in args.fit or []:
-        fit(data, mode)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ def full_parser() -> argparse.ArgumentParser:
     chat.add_argument("--model", default="")
     chat.add_argument("--repl", action="store_true", help="interactive even when stdin is not a terminal")
     chat.add_argument("--json", action="store_true", help="one-shot: print the final reply as JSON, no streaming")
+    chat.add_argument("--explain", action="store_true", help="say how much of the vault's context the first message was given")
     chat.add_argument(
         "--allow-tools",
         action="append",

@@ -60,6 +60,7 @@ class ChatSession:
         err=sys.stderr,
         ask: Callable[[str], str] | None = None,
         allow_tools: list[str] | None = None,
+        explain: bool = False,
     ):
         """``ask`` reads a person's answer (input on a terminal); without it, tools that ask first
         are not run (tarsd tells the model why). ``allow_tools``: tools allowed without asking."""
@@ -71,6 +72,7 @@ class ChatSession:
         self.err = err
         self.ask = ask
         self.allow_tools = allow_tools or []
+        self.explain = explain  # say what the opening context spent
         self._stream = ShownStream()  # the model's text of the answer under way, cleaned as it arrives
 
     def say(self, message: str, end: bool = False) -> ChatDone | Error:
@@ -123,6 +125,8 @@ class ChatSession:
                         print("[answer cancelled]", file=self.err)
                     for warning in reply.warnings:
                         print(f"warning: {shown_text(warning)}", file=self.err)
+                    if self.explain and reply.context:
+                        print(f"context: {shown_text(reply.context)}", file=self.err)
                     if reply.session_log:
                         print(f"session log: {shown_text(reply.session_log)}", file=self.err)
                 else:

@@ -886,6 +886,7 @@ class ChatDone(Message, tag="chat_done"):
     session_log: str = ""  # path of a session log written by this turn, if any
     warnings: list[str] = []
     tokens: int = 0  # model tokens the turn used, counted by tars (only with a token_budget)
+    context: str = ""  # what the opening context spent, in words ("" when this turn recalled none: not a conversation's first message)
 
 
 class ConversationEnded(Message, tag="conversation_ended"):

@@ -16,7 +16,7 @@ from tarsd.chat import prompts
 from tarsd.chat.conversations import ChatMessage, Conversation, ConversationStore, ToolCall, ToolRecord, with_every_call_answered
 from tarsd.chat.external import ExternalCalls, Turn
 from tarsd.chat.providers import Done, Provider, ProviderError, TextDelta, ToolCallEvent, make_provider
-from tarsd.chat.recall import MemoryRecall, Recall
+from tarsd.chat.recall import MemoryRecall, Recall, opening_context
 from tarsd.chat.routine_tools import RoutineTools, routine_from_proposal
 from tarsd.chat.tools import OWN_TOOL_NAMES, SPECS, Tools
 from tarsd.config.settings import Config
@@ -54,6 +54,7 @@ class TurnResult:
     session_log: str = ""
     warnings: list[str] = field(default_factory=list)
     tokens: int = 0  # model tokens this turn used, as tars counts them (what it sent and what came back)
+    context: str = ""  # what the opening context spent (a conversation's first message only), in words
 
 
 class Assistant:
@@ -83,7 +84,9 @@ class Assistant:
         self.reindex = reindex
         self.reindex_soon = reindex_soon or reindex
         self.memory.on_written = self.reindex_soon
-        self.tools = Tools(self.vault, engine.searcher, self.memory, reindex, int(config.vault.max_file_mb * 1_000_000))
+        self.tools = Tools(
+            self.vault, engine.searcher, self.memory, reindex, int(config.vault.max_file_mb * 1_000_000), config.chat.context_chars
+        )
         self.tool_servers = tool_servers if tool_servers is not None else ToolServers(config.mcp, reserved=OWN_TOOL_NAMES)
         self.approvals = Approvals()
         self.external = ExternalCalls(self.tool_servers, self.approvals, config.mcp)
@@ -178,15 +181,16 @@ class Assistant:
             return result
 
     def _opening_context(self, text: str, result: TurnResult) -> str:
+        """The lines recalled for the opening message (the same recall as memory_search), saying what they spent."""
         try:
-            response = self.engine.searcher.search(
-                text, mode="hybrid", limit=self.chat_config.context_results, min_score=self.chat_config.context_min_score
-            )
+            context = opening_context(self.engine.searcher, text, self.chat_config)
         except Exception as exc:  # context is a help, never a reason to fail the chat
             result.warnings.append(f"no relevant context: {exc}")
             return ""
-        result.warnings.extend(response.warnings)
-        return prompts.wrap("relevant-context", prompts.notes_block(response.results)) if response.results else ""
+        result.warnings.extend(context.recalled.warnings)
+        result.context = context.spent
+        log.info("opening context: %s", context.spent)
+        return context.text
 
     def recall_memory(self, message: str) -> Recall:
         """Memory.md for the prompt: whole, or (past the budget) the core plus what is relevant to ``message``."""
@@ -315,33 +319,15 @@ class Assistant:
         """sessions/YYYY-MM-DD-HHMM-<slug>.md: a timestamped summary with front matter."""
         started = datetime.fromtimestamp(span[0][1].at).astimezone()
         ended = datetime.fromtimestamp(span[-1][1].at).astimezone()
-        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:50] or "conversation"
         folder = owned_file(self.vault, self.config.memory.sessions_dir)
-        path = folder / f"{started:%Y-%m-%d-%H%M}-{slug}.md"
+        stem = session_log_stem(started, title)
+        path = folder / f"{stem}.md"
         counter = 2
         while path.exists():
-            path = folder / f"{started:%Y-%m-%d-%H%M}-{slug}-{counter}.md"
+            path = folder / f"{stem}-{counter}.md"
             counter += 1
-        body = "\n".join(
-            [
-                "---",
-                "type: session-log",
-                f"conversation: {conversation.id}",
-                # A routine's run (tarsd/speaking/runner.py) was started by tars's scheduler, not by the user.
-                *(["source: scheduler"] if conversation.id.startswith("routine:") else []),
-                f"started: {started.isoformat(timespec='seconds')}",
-                f"ended: {ended.isoformat(timespec='seconds')}",
-                f"messages: {sum(1 for _, m in span if m.role in ('user', 'assistant') and m.content)}",
-                "---",
-                f"# {title}",
-                "",
-                f"_{started:%Y-%m-%d %H:%M} – {ended:%H:%M}_",
-                "",
-                *(bullets or ["- (no details)"]),
-                *tool_calls_section([m for _, m in span]),
-                "",
-            ]
-        )
+        said = sum(1 for _, m in span if m.role in ("user", "assistant") and m.content)
+        body = session_log_text(conversation.id, started, ended, said, title, bullets, tool_calls_section([m for _, m in span]))
         make_folders(self.vault, folder)
         atomic_update(path, lambda _: body)
         rel = path.relative_to(self.vault).as_posix()
@@ -560,16 +546,55 @@ def transcript_parts(messages: list[ChatMessage]) -> tuple[str, list[str]]:
     """(title, bullets) for a session log written without the model's summary: what each side
     said, one bullet a message, each bounded; the title from the user's first words."""
     said = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]
-    first = next((m.content for m in said if m.role == "user"), "")
+    title = transcript_title(next((m.content for m in said if m.role == "user"), ""))
+    return title, [said_line("you" if message.role == "user" else "tars", message.content) for message in said]
+
+
+def transcript_title(first: str) -> str:
+    """A transcript log's title: the user's first words."""
     words = " ".join(printable(first).split())
-    title = f"Conversation: {words[:60].rstrip()}" + ("…" if len(words) > 60 else "") if words else "Conversation"
-    bullets = []
-    for message in said:
-        text = " ".join(printable(message.content).split())
-        if len(text) > TRANSCRIPT_MESSAGE_CHARS:
-            text = text[: TRANSCRIPT_MESSAGE_CHARS - 1] + "…"
-        bullets.append(f"- {'you' if message.role == 'user' else 'tars'}: {text}")
-    return title, bullets
+    return f"Conversation: {words[:60].rstrip()}" + ("…" if len(words) > 60 else "") if words else "Conversation"
+
+
+def said_line(who: str, text: str) -> str:
+    """One line of a session log's transcript: who said it, and what, on one bounded line."""
+    text = " ".join(printable(text).split())
+    if len(text) > TRANSCRIPT_MESSAGE_CHARS:
+        text = text[: TRANSCRIPT_MESSAGE_CHARS - 1] + "…"
+    return f"- {who}: {text}"
+
+
+def session_log_stem(started: datetime, title: str) -> str:
+    """A session log's file name without the extension: YYYY-MM-DD-HHMM-<slug of the title>."""
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:50] or "conversation"
+    return f"{started:%Y-%m-%d-%H%M}-{slug}"
+
+
+def session_log_text(
+    conversation_id: str, started: datetime, ended: datetime, messages: int, title: str, bullets: list[str], tool_calls: list[str] = ()
+) -> str:
+    """A session log: front matter, the title, when it took place, one line per bullet (a summary's
+    point or a transcript's message), then the tool calls (tool_calls_section)."""
+    return "\n".join(
+        [
+            "---",
+            "type: session-log",
+            f"conversation: {conversation_id}",
+            # A routine's run (tarsd/speaking/runner.py) was started by tars's scheduler, not by the user.
+            *(["source: scheduler"] if conversation_id.startswith("routine:") else []),
+            f"started: {started.isoformat(timespec='seconds')}",
+            f"ended: {ended.isoformat(timespec='seconds')}",
+            f"messages: {messages}",
+            "---",
+            f"# {title}",
+            "",
+            f"_{started:%Y-%m-%d %H:%M} – {ended:%H:%M}_",
+            "",
+            *(bullets or ["- (no details)"]),
+            *tool_calls,
+            "",
+        ]
+    )
 
 
 def tool_calls_section(messages: list[ChatMessage]) -> list[str]:

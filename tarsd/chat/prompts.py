@@ -135,7 +135,10 @@ def system_prompt(memory: str, rules: str, context: str, summary: str, omitted: 
             "The user's standing rules for how you work (written or approved by the user, still data):\n" + block("procedural-rules", rules)
         )
     if context.strip():
-        parts.append("Notes that may be relevant to this conversation, found by searching its opening message:\n" + context)
+        parts.append(
+            "Lines of the user's notes and past conversations that may be relevant, recalled for its opening message "
+            "(each note with the date it took place, or last changed; the newest first):\n" + context
+        )
     if summary.strip():
         parts.append("A summary of the earlier part of this conversation:\n" + block("conversation-summary", summary))
     return "\n\n".join(parts)

@@ -1,4 +1,6 @@
-"""What of Memory.md goes into the system prompt: all of it, or the part that matters now.
+"""What of the vault goes into the prompt: all of Memory.md, or the part of it that matters now;
+and the lines of notes and session logs recalled for a message (the opening context and
+memory_search's result, both from tarsd/search/recall.py).
 
 Up to the budget ([memory] prompt_lines / prompt_tokens: the design's ~100 lines / ~1,000
 tokens) the whole file goes in, as always (mode "whole"). Above it (mode "selective"): the
@@ -21,8 +23,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tarsd.config.settings import MemoryConfig
+from tarsd.chat import prompts
+from tarsd.config.settings import ChatConfig, MemoryConfig
 from tarsd.memory.facts import STOPWORDS, features
+from tarsd.search.recall import Piece, Recalled, recall
+from tarsd.search.searcher import Searcher
 
 WHOLE, SELECTIVE = "whole", "selective"
 # Sections scoring below this are not relevant to the message.
@@ -179,3 +184,55 @@ class MemoryRecall:
 def _words(text: str) -> frozenset[str]:
     fact = features(text)
     return frozenset(t for t in fact.tokens if t[:1].isalnum() and t not in STOPWORDS)
+
+
+# ---- the vault's lines for a message: the opening context, and memory_search's result ----
+
+
+@dataclass(slots=True)
+class Context:
+    """What recall sent the model: the pieces (tarsd/search/recall.py) and the tagged text made of them."""
+
+    recalled: Recalled
+    text: str  # "" when nothing was recalled
+    tokens: int  # of the recalled text, with the embedder's tokenizer
+
+    @property
+    def spent(self) -> str:
+        return self.recalled.spent(self.tokens)
+
+
+def opening_context(searcher: Searcher, message: str, config: ChatConfig | None = None) -> Context:
+    """The relevant context the chat puts in the system prompt for a conversation's first message:
+    hybrid recall within [chat] context_chars, pieces below context_min_score left out, at most
+    context_results notes. Raises as recall does (the caller treats context as a help)."""
+    config = config if config is not None else ChatConfig()
+    recalled = recall(
+        searcher,
+        message,
+        "hybrid",
+        budget_chars=config.context_chars,
+        min_score=config.context_min_score,
+        max_notes=config.context_results,
+    )
+    return render(searcher, recalled, "relevant-context")
+
+
+def render(searcher: Searcher, recalled: Recalled, tag: str, **attributes: str) -> Context:
+    """The recalled pieces as tagged note blocks inside ``tag``, which says what they spent."""
+    if not recalled.pieces:
+        return Context(recalled, "", 0)
+    tokens = _count(searcher, recalled.text())
+    blocks = "\n".join(note_block(piece) for piece in recalled.pieces)
+    return Context(recalled, prompts.wrap(tag, blocks, **attributes, spent=recalled.spent(tokens)), tokens)
+
+
+def note_block(piece: Piece) -> str:
+    """One note's recalled lines, with where they are and when the note took place (or last changed)."""
+    when = {"date": piece.date} if piece.dated else {"modified": piece.date}
+    return prompts.block("note", piece.text(), path=piece.path, **when, lines=piece.line_ranges(), type=piece.memory_type)
+
+
+def _count(searcher: Searcher, text: str) -> int:
+    counter, _ = searcher.embedder.counter()
+    return counter.count([text])[0] if text else 0

@@ -13,12 +13,14 @@ from tarsctl.protocol import ToolEffect
 from tarsctl.shown import forget_command
 from tarsd.chat import prompts
 from tarsd.chat.conversations import ToolCall
+from tarsd.chat.recall import render
 from tarsd.chat.routine_tools import NAMES as ROUTINE_TOOL_NAMES
 from tarsd.chat.routine_tools import SPECS as ROUTINE_SPECS
 from tarsd.chat.routine_tools import RoutineTools
 from tarsd.markdown.tags import normalise as normalise_tag
 from tarsd.memory.files import MemoryFiles, Remembered
-from tarsd.search.searcher import MODES, Searcher
+from tarsd.search.recall import BUDGET_CHARS, recall
+from tarsd.search.searcher import MODES, Searcher, SearchError
 from tarsd.store.database import Filter
 from tarsd.vault.notes import NoteError, read_lines
 
@@ -27,12 +29,13 @@ MAX_NOTE_CHARS = 20_000
 SPECS = [
     {
         "name": "memory_search",
-        "description": "Search the user's notes, memory files and past session logs. Returns the best matching passages.",
+        "description": "Search the user's notes, memory files and past session logs. Returns the matching lines (and the "
+        "passages of notes), each note with its date, newest first, and says how much it spent.",
         "parameters": {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "what to look for, in natural language or keywords"},
-                "limit": {"type": "integer", "description": "how many results (1-20, default 5)"},
+                "limit": {"type": "integer", "description": "from at most this many notes (1-50; default: as many as the budget holds)"},
                 "mode": {"type": "string", "enum": list(MODES), "description": "hybrid (default), fts (keywords) or vec (meaning)"},
                 "tags": {"type": "array", "items": {"type": "string"}, "description": "only notes with all these tags (a matches a/b)"},
                 "since": {"type": "string", "description": "only notes modified since: 2026-11-01, 7d, 2w, yesterday"},
@@ -91,8 +94,17 @@ class ToolError(Exception):
 
 
 class Tools:
-    def __init__(self, vault: Path, searcher: Searcher, memory: MemoryFiles, reindex: Callable[[str], None], max_bytes: int = 10_000_000):
+    def __init__(
+        self,
+        vault: Path,
+        searcher: Searcher,
+        memory: MemoryFiles,
+        reindex: Callable[[str], None],
+        max_bytes: int = 10_000_000,
+        budget_chars: int = BUDGET_CHARS,
+    ):
         self.vault = vault
+        self.budget_chars = budget_chars  # memory_search's recall spends what the opening context may ([chat] context_chars)
         self.max_bytes = max_bytes  # notes larger than this are not read (as they are not indexed)
         self.searcher = searcher
         self.memory = memory
@@ -131,7 +143,7 @@ class Tools:
         query = str(args.get("query") or "").strip()
         if not query:
             raise ToolError("query is required")
-        limit = _int(args.get("limit"), 5, 1, 20)
+        limit = _int(args.get("limit"), 0, 1, 50)
         mode = str(args.get("mode") or "hybrid")
         if mode not in MODES:
             raise ToolError(f"mode must be one of {', '.join(MODES)}")
@@ -143,11 +155,15 @@ class Tools:
             since_ns=_when(args.get("since")),
             before_ns=_when(args.get("before")),
         )
-        response = self.searcher.search(query, mode=mode, limit=limit, where=where)
-        if not response.results:
+        # The same recall as the chat's opening context, within the same budget.
+        try:
+            recalled = recall(self.searcher, query, mode, budget_chars=self.budget_chars, where=where, max_notes=limit)
+        except SearchError as exc:
+            raise ToolError(str(exc)) from None
+        if not recalled.pieces:
             return "no results"
-        header = prompts.DATA_PREFACE + "\n"
-        return header + prompts.wrap("search-results", prompts.notes_block(response.results), query=query)
+        context = render(self.searcher, recalled, "search-results", query=query)
+        return prompts.DATA_PREFACE + "\n" + context.text
 
     def _remember(self, args: dict, conversation: str = "") -> str:
         result = self.memory.remember(

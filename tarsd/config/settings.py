@@ -161,8 +161,11 @@ class ChatConfig(msgspec.Struct, forbid_unknown_fields=True):
     request_timeout: MoreThanZero = 120.0
     # Retries for connection errors, 429 and 5xx (the SDK's own back-off).
     max_retries: Count = 2
-    # Relevant context searched for with the opening message.
-    context_results: Count = 5
+    # Relevant context recalled for the opening message (tarsd/search/recall.py): lines of notes and
+    # session logs within context_chars characters, from at most context_results notes (0: any number),
+    # each at least context_min_score on the bands' scale.
+    context_chars: Count = 4400
+    context_results: Count = 0
     context_min_score: Score = 0.25
     # Compact a conversation when its messages pass this many characters, keeping the last few.
     compact_chars: AtLeastOne = 24_000

@@ -43,8 +43,9 @@ from tarsd.vault.root import require_vault
 log = logging.getLogger(__name__)
 
 # 2: chunks bounded in characters too, front matter after a BOM; 3: notes with no body get a title chunk;
-# 4: a front-matter title is one of the note's names (links, backlinks, related), as its aliases are
-CHUNKER_VERSION = 4
+# 4: a front-matter title is one of the note's names (links, backlinks, related), as its aliases are;
+# 5: session logs' lines are units of their own (markdown/line_units.py), and every note has its date
+CHUNKER_VERSION = 5
 # Pending chunks per embedding round (the model sees them in config.batch_size batches).
 # Small rounds let the daemon slip a freshly saved note in between (under a second each here).
 EMBED_ROUND = 8
@@ -142,6 +143,9 @@ class Indexer:
         if self.config.index.chunk_tokens > 0:
             budget = min(budget, self.config.index.chunk_tokens)
         fingerprint = f"v{CHUNKER_VERSION}:{counter.fingerprint}:{budget}:{self.config.index.overlap:g}"
+        if self.config.vault.episodic != ["sessions/"]:
+            # Which notes are recalled by their lines follows [vault] episodic: a change re-chunks them.
+            fingerprint += ":lines=" + ",".join(self.config.vault.episodic)
         return counter, budget, fingerprint
 
     def chunking_fingerprint(self) -> str:
@@ -207,7 +211,8 @@ class Indexer:
                     if note is not None:
                         if preparer.in_place and len(note.text) >= BIG_NOTE_CHARS:
                             batch.commit()  # chunked right here, for seconds: not while holding the write lock (see _ready)
-                        window.append(_Prepared(disk_file, note, preparer.submit(note.text, disk_file.path)))
+                        by_lines = self._by_lines(disk_file.path)
+                        window.append(_Prepared(disk_file, note, preparer.submit(note.text, disk_file.path, by_lines)))
                     while window and (len(window) >= PREPARED_WINDOW or window[0].future.done()):
                         prepared = self._ready(window.popleft(), batch, preparer)
                         batch.tick()
@@ -287,9 +292,13 @@ class Indexer:
         note = self._examine(disk, state, chunking, full, report)
         if note is not None:
             counter, budget, _ = chunking
-            future = prepare_into(Future(), note.text, disk.path, counter, budget, self.config.index.overlap)
+            future = prepare_into(Future(), note.text, disk.path, counter, budget, self.config.index.overlap, self._by_lines(disk.path))
             batch.tick()
             self._write(_Prepared(disk, note, future), chunking, fingerprint, report)
+
+    def _by_lines(self, path: str) -> bool:
+        """Whether a note is recalled by its lines: the session logs ([vault] episodic)."""
+        return memory_type(path, self.config.vault) == "episodic"
 
     @staticmethod
     def _ready(prepared: _Prepared, batch, preparer: Preparer) -> _Prepared:
@@ -357,7 +366,7 @@ class Indexer:
                 ready = prepared.future.result()
             except BrokenProcessPool:  # the worker died, not the note's fault: prepare it here
                 counter, budget, _ = chunking
-                ready = prepare_note(note.text, path, counter, budget, self.config.index.overlap)
+                ready = prepare_note(note.text, path, counter, budget, self.config.index.overlap, self._by_lines(path))
         except Exception as exc:  # a note that defeats the chunker must not stop the sync
             reason = failure_reason(exc)
             log.error("cannot chunk %s: %s", path, reason)
@@ -366,7 +375,7 @@ class Indexer:
             report.skipped += 1
             report.problems[path] = problem
             return
-        cached = self.store.cached_vectors(fingerprint, (c.content_hash for c in ready.chunks))
+        cached = self.store.cached_vectors(fingerprint, [*(c.content_hash for c in ready.chunks), *(u.content_hash for u in ready.units)])
         meta = FileMeta(
             path=path,
             title=ready.title,
@@ -381,8 +390,9 @@ class Indexer:
             conflict=is_conflict_copy(path),
             problem=note.problem,
             links=ready.links,
+            date=ready.date,
         )
-        self.store.replace_file(meta, ready.chunks, cached)
+        self.store.replace_file(meta, ready.chunks, cached, ready.units)
         report.indexed += 1
         report.chunks += len(ready.chunks)
         report.vectors_from_cache += sum(1 for c in ready.chunks if c.content_hash in cached)

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tarsd.config.budget import CHUNK_WORKERS
-from tarsd.markdown.chunker import Chunk, TokenCounter, chunk_note, parse_front_matter
+from tarsd.markdown.chunker import Chunk, TokenCounter, chunk_note, note_lines, parse_front_matter
+from tarsd.markdown.line_units import LineUnit, line_units
 from tarsd.markdown.links import Link, parse_links
+from tarsd.markdown.note_dates import note_date
 from tarsd.markdown.tags import parse_tags
 
 # Syncs with at least this many notes to chunk use worker processes (at most the memory budget's
@@ -46,16 +48,22 @@ class PreparedNote:
     names: list[str] = field(default_factory=list)  # what links may call it besides its file name: front-matter title and aliases
     chunks: list[Chunk] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
+    units: list[LineUnit] = field(default_factory=list)  # each line on its own, for a note recalled by lines (line_units.py)
+    date: float | None = None  # when the note took place, when it says (markdown/note_dates.py)
 
 
-def prepare_note(text: str, path: str, counter: TokenCounter, budget: int, overlap: float) -> PreparedNote:
+def prepare_note(text: str, path: str, counter: TokenCounter, budget: int, overlap: float, by_lines: bool = False) -> PreparedNote:
+    """``by_lines``: the note is recalled by its lines (a session log), so each gets a unit of its own."""
     parsed = chunk_note(text, counter, budget, overlap, fallback_title=Path(path).stem)
     lines = text.splitlines()
     if not parsed.chunks:
         parsed.chunks.append(title_chunk(parsed.title, lines))
     tags = list(dict.fromkeys([*parsed.tags, *parse_tags(lines)]))
     names = list(dict.fromkeys(name for name in (parsed.front_title, *parsed.aliases) if name.strip()))
-    return PreparedNote(parsed.title, tags, parsed.aliases, names, parsed.chunks, parse_links(lines, 1, path))
+    numbered = note_lines(text)  # numbered as the chunker numbers them
+    units = line_units(numbered, counter, budget) if by_lines else []
+    date = note_date(path, parse_front_matter(numbered)[0])
+    return PreparedNote(parsed.title, tags, parsed.aliases, names, parsed.chunks, parse_links(lines, 1, path), units, date)
 
 
 def title_chunk(title: str, lines: list[str]) -> Chunk:
@@ -76,11 +84,13 @@ def title_chunk(title: str, lines: list[str]) -> Chunk:
     )
 
 
-def prepare_into(future: Future, text: str, path: str, counter: TokenCounter, budget: int, overlap: float) -> Future:
+def prepare_into(
+    future: Future, text: str, path: str, counter: TokenCounter, budget: int, overlap: float, by_lines: bool = False
+) -> Future:
     """Prepare a note right here: its PreparedNote, or the error that stopped it, goes into
     ``future`` (the caller records such a note as skipped, with the reason)."""
     try:
-        future.set_result(prepare_note(text, path, counter, budget, overlap))
+        future.set_result(prepare_note(text, path, counter, budget, overlap, by_lines))
     except Exception as exc:
         future.set_exception(exc)
     return future
@@ -106,7 +116,7 @@ class Preparer:
         self.chunking = (counter, budget, overlap)
         workers = min(max_workers, max(1, (os.cpu_count() or 1) - 1))
         self._pool: ProcessPoolExecutor | None = None
-        self._held: list[tuple[str, str, Future]] = []  # (text, path, its future) not yet sent
+        self._held: list[tuple[str, str, bool, Future]] = []  # (text, path, by lines, its future) not yet sent
         self._held_chars = 0
         if notes >= PARALLEL_MIN_NOTES:
             # spawn, not fork: the daemon has threads, and a forked copy of their locks can hang.
@@ -122,13 +132,13 @@ class Preparer:
         """Notes are chunked in this thread, inside submit()."""
         return self._pool is None
 
-    def submit(self, text: str, path: str) -> Future:
+    def submit(self, text: str, path: str, by_lines: bool = False) -> Future:
         """The note's PreparedNote, as a future: done at once in place; with workers, once its
         task is sent (when full, or on ``flush``) and done."""
         future: Future = Future()
         if self._pool is None:
-            return prepare_into(future, text, path, *self.chunking)
-        self._held.append((text, path, future))
+            return prepare_into(future, text, path, *self.chunking, by_lines)
+        self._held.append((text, path, by_lines, future))
         self._held_chars += len(text)
         if len(self._held) >= NOTES_PER_TASK or self._held_chars >= TASK_CHARS:
             self.flush()
@@ -141,14 +151,14 @@ class Preparer:
             return
         if self._pool is not None:
             try:
-                task = self._pool.submit(_prepare_in_worker, [(text, path) for text, path, _ in held])
+                task = self._pool.submit(_prepare_in_worker, [(text, path, by_lines) for text, path, by_lines, _ in held])
             except (BrokenProcessPool, RuntimeError):
                 self._pool = None  # a worker died (out of memory?): carry on in place
             else:
                 task.add_done_callback(lambda task: _settle(task, [future for *_, future in held]))
                 return
-        for text, path, future in held:
-            prepare_into(future, text, path, *self.chunking)
+        for text, path, by_lines, future in held:
+            prepare_into(future, text, path, *self.chunking, by_lines)
 
     def close(self) -> None:
         for *_, future in self._held:
@@ -200,13 +210,13 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _prepare_in_worker(notes: list[tuple[str, str]]) -> list[PreparedNote | ChunkingFailed]:
+def _prepare_in_worker(notes: list[tuple[str, str, bool]]) -> list[PreparedNote | ChunkingFailed]:
     """Each note prepared, or why it could not be: one note's error never costs the others."""
     assert _worker_chunking is not None
     outcomes: list[PreparedNote | ChunkingFailed] = []
-    for text, path in notes:
+    for text, path, by_lines in notes:
         try:
-            outcomes.append(prepare_note(text, path, *_worker_chunking))
+            outcomes.append(prepare_note(text, path, *_worker_chunking, by_lines))
         except Exception as exc:
             outcomes.append(ChunkingFailed(failure_reason(exc)))
     return outcomes

@@ -10,13 +10,13 @@ moment ago is there at once.
 
 from __future__ import annotations
 
-import re
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
 
 from tarsctl.protocol import Hit, SessionLog
 from tarsd.config.settings import VaultConfig
 from tarsd.markdown.chunker import parse_front_matter
+from tarsd.markdown.note_dates import front_time, name_time
 from tarsd.vault.files import stat_note, walk
 from tarsd.vault.notes import NoteError, read_lines
 
@@ -24,7 +24,6 @@ from tarsd.vault.notes import NoteError, read_lines
 SUMMARY_CHARS = 1500
 # A log is read up to this many characters (front matter, title and summary fit easily).
 READ_CHARS = 20_000
-_NAME_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[-_ T](\d{2})(\d{2}))?")
 
 
 def episodic_paths(vault: Path, config: VaultConfig, max_bytes: int) -> dict[str, float]:
@@ -40,7 +39,7 @@ def episodic_paths(vault: Path, config: VaultConfig, max_bytes: int) -> dict[str
             disks = {} if disk is None else {pattern: disk}
         for path, disk in disks.items():
             if disk.problem is None:
-                named = _name_time(path)
+                named = name_time(path)
                 found[path] = named if named is not None else read_session(vault, path, disk.mtime_ns / 1e9, max_bytes).started_at
     return found
 
@@ -82,7 +81,7 @@ def read_session(vault: Path, path: str, fallback: float, max_bytes: int) -> Ses
     except NoteError as exc:
         return SessionLog(path, started=iso(fallback), started_at=fallback, summary=f"(cannot be read: {exc.message})")
     front, body_start = parse_front_matter(note.lines)
-    started = _known(_front_time(front.get("started")), _front_time(front.get("date")), _name_time(path), fallback)
+    started = _known(front_time(front.get("started")), front_time(front.get("date")), name_time(path), fallback)
     body = [line for line in note.lines[body_start:] if line.strip()]
     if body and body[0].startswith("# "):
         body = body[1:]  # the title, shown apart
@@ -100,28 +99,3 @@ def iso(when: float) -> str:
 def _known(*times: float | None) -> float:
     """The first time that is known."""
     return next(t for t in times if t is not None)
-
-
-def _name_time(path: str) -> float | None:
-    match = _NAME_DATE.match(path.rsplit("/", 1)[-1])
-    if match is None:
-        return None
-    year, month, day, hour, minute = (int(part) if part else 0 for part in match.groups())
-    try:
-        return datetime(year, month, day, hour, minute).timestamp()
-    except ValueError:
-        return None  # 2026-13-45: not a date after all
-
-
-def _front_time(value: object) -> float | None:
-    """A front matter time: YAML reads ISO timestamps as datetime (or date), quoted ones stay text."""
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day).timestamp()
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None

@@ -5,16 +5,16 @@ best passage per note), measures every signal for each (keyword rank, BM25, how 
 query's rare words it holds, in its title too; vector rank and cosine; links from the other
 top hits), ranks them for the mode, and shows a score on the design's bands (relevant >=
 0.75, kinda >= 0.5, maybe >= 0.25, not below):
-- ``fts``: BM25's order; the score scales BM25 relative to the best hit by how much of the
+- ``fts``: BM25's order; its value scales BM25 relative to the best hit by how much of the
   query the best keyword match holds, so a query sharing only common words stays low.
-- ``vec``: cosine order; the score maps cosine onto the bands (see ANCHORS).
-- ``hybrid``: the fusion described at fuse_tars, its value mapped onto the bands; for a
-  query of up to 20 words, a note that both lists rank first is at least relevant, and a
-  nonsense query (no keyword match, only distant vectors) stays in not/maybe.
-In every mode the note the query names (its file name, title or an alias) leads, as relevant;
-a few more rules set a floor or a cap on the shown score (see rank), and --explain says which
-(Candidate.rule), beside the value and the score it maps to.
-The fusion and the anchors were chosen by measuring: bench/search_fusion_study.py prints the table.
+- ``vec``: cosine order.
+- ``hybrid``: the fusion described at fuse_tars; a note that both lists rank first leads.
+The score is the hit's chance of being relevant (tarsd/search/bands.py) on the bands' scale; in
+every mode the note the query names (its file name, title or an alias) leads, as relevant, and
+a long query is maybe at most (see rank); --explain says which rule set a score (Candidate.rule),
+beside the value, the chance and the score it maps to.
+The fusion was chosen by measuring (bench/search_fusion_study.py), the bands' model by
+bench/search_bands.py.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tarsctl.protocol import Explain, Hit
 from tarsd.embed.embedder import Embedder, EmbedderUnavailable
 from tarsd.markdown.tokens import query_phrase
 from tarsd.markdown.visible import shown_heading
+from tarsd.search import bands
 from tarsd.search.graph import NoteGraph
 from tarsd.search.snippets import make_snippet, query_phrases
 from tarsd.store.database import NO_FILTER, PHRASE_IN_ROW, PHRASE_IN_TITLE, Filter, Store
@@ -105,17 +106,16 @@ class Candidate:
     coverage: float = 0.0  # share of the query's words (weighted by IDF) in its best keyword passage, title included
     title_coverage: float = 0.0  # the same, in its title, aliases, tags and file name only
     query_coverage: float = 0.0  # the best coverage among the top keyword hits: how well keywords answer this query
+    found_share: float = 1.0  # the share of the query's words (by IDF) found anywhere in the index: the rest no note can hold
     length_share: float = 0.0  # 0 for a query of up to LONG_FUSION_FROM words, 1 from LONG_FUSION_TO (see fuse_tars)
     vector_rank: int = 0  # 1-based among notes in the vector list; 0: not in it
     cosine: float = 0.0  # of its nearest passage (measured even when the vector top-k missed it)
     linked_from: int = 0  # other top hits that link to it
     named: bool = False  # the query is the note's name: its file name, title or an alias
-    sole: bool = False  # the only note the keyword search found: every query word found anywhere is in it alone
-    whole: bool = False  # its best keyword passage holds every query phrase found in the index (those found nowhere aside)
-    holders: int = 0  # notes whose best keyword passage is whole, when it is one of them; 0 otherwise
     keyword_chunk: int = 0
     fused: float = 0.0  # the mode's ranking value
-    calibrated: float = 0.0  # fused mapped onto the bands' scale (see shown_score)
+    chance: float = 0.0  # of being relevant, by the mode's model (tarsd/search/bands.py)
+    calibrated: float = 0.0  # the chance on the bands' scale
     score: float = 0.0  # what is shown: 0..1 on the bands' scale, calibrated or set by a rule in rank()
     rule: str = ""  # the rule that made score differ from calibrated, in words; "" when none did (see rank)
 
@@ -160,69 +160,31 @@ LINK_BOOST_CAP = 2
 LINK_TOP = 20  # the top hits whose links count
 # ---- what scores mean ----
 #
-# A hit's shown score is its mode's value (fts: keyword_value; vec: the cosine; hybrid: the
-# fused value) mapped onto the bands, piecewise-linearly, with anchors where the bands begin.
-# They were fitted on the dev half of five judged sets (bench/search_fusion_study.py --fit;
-# bench/search_quality.py prints the reliability on the held-out half): a hit banded relevant
-# was relevant at least 80% of the time, one banded not at most 10%. The vec and hybrid maybe
-# anchors moved from 0.58 and 0.55 to 0.50 with the help-vault set: in its small vault a
-# paraphrased question's answer often has a cosine of 0.35 to 0.5 (11-13% of the vec hits
-# banded not were relevant), and vec's relevant anchor from 0.81 to 0.83 (SciFact's vec hits
-# banded relevant were 5 of 7 relevant at 0.81, 3 of 3 at 0.83 on each half).
+# A hit's shown score is its chance of being relevant (tarsd/search/bands.py: a logistic model per
+# mode of its value, rank, lead over the next hit and how much of the query it holds, fitted on the
+# dev halves of the judged sets by bench/search_bands.py --fit) on the bands' scale: the bands'
+# edges are the promise's (not: relevant at most 1 in 10; kinda: at least half the time; relevant:
+# at least 9 in 10, for the top three hits; bench/search_bands.py checks it on the held-out halves).
+# Two rules set a floor or a cap from evidence the model does not see:
 #
-# A query of more than LONG_QUERY_WORDS words is shown at most as maybe: a paragraph shares
-# many words and much meaning with passages that do not answer it. On ArguAna's argument
-# queries no value had more than 15% of its hits relevant, the highest values least of all
-# (arguments of the same debate), and two lists agreeing on the first note was no evidence
-# (0 of 155 such hits relevant); below the short queries' maybe anchors, 3-7% were.
+# A query of more than LONG_QUERY_WORDS words is shown as maybe for its first LONG_QUERY_TOP hits
+# and maybe at most below them: a paragraph shares many words and much meaning with passages that
+# do not answer it. On ArguAna's argument queries no value had more than 15% of its hits relevant,
+# the highest values least of all (arguments of the same debate), and two lists agreeing on the
+# first note was no evidence (0 of 155 such hits relevant); the first three hits were relevant
+# 0.11-0.14 of the time (bench/search_bands.py): the best guess there is, not "not".
 LONG_QUERY_WORDS = 20
 LONG_QUERY_CAP = 0.49
-# Per mode: the value where maybe begins, where kinda begins, where relevant begins.
-ANCHORS = {"fts": (0.60, 0.86, 0.98), "vec": (0.50, 0.70, 0.83), "hybrid": (0.50, 0.70, 0.86)}
+LONG_QUERY_TOP = 3
+LONG_QUERY_BAND = 0.3  # maybe
+# A query none of whose words any note holds ("zzzxqjkw") is shown maybe at most: the nearest notes by
+# meaning are a guess with nothing to back it. The model cannot know such a query: every judged query
+# has an answer (bands.py). In the judged sets three questions of the demo vault's were such, and 4 of
+# their 9 first hits were relevant: a guess, not "not".
+UNKNOWN_WORDS_CAP = 0.49
 RELEVANT = BAND_FLOORS["relevant"]
-# In fts and vec a hit is shown as relevant only when it also stands out from the next hit of
-# its list: its BM25 at least this share above the next one's (fts), its cosine at least this
-# much above (vec). A top hit among near-equals is one of several close answers, and was
-# relevant 74% of the time on SQuAD's dev half (fts) and 76% on SciFact's (vec); with the lead,
-# 95% and 85% (bench/search_fusion_study.py --fit).
-LEADS = {"fts": 0.2, "vec": 0.03}
-# A vec hit within this of the query's best cosine is the best guess by meaning there is, shown
-# as maybe at worst, never as not: the answer to a paraphrased question in a small vault may
-# have a low cosine, and the first hits of such a list were the 11% of vec hits banded not that
-# were relevant on the help-vault set (7% with this floor; every other set 1.5-3.3%).
-NEAR_BEST_COSINE = 0.02
-MAYBE = BAND_FLOORS["maybe"]
-# In fts and hybrid, the only note the keyword search finds, holding every query word that occurs
-# anywhere in the (searched part of the) vault, is kinda at least: a rare word, a name or a
-# made-up term in one note and nowhere else points at that note whatever its BM25 share. Words
-# found nowhere say nothing about which note is meant, so "sourdough oven temperature" in a vault
-# whose one sourdough note never says "oven" leads there as kinda, not as "not". On the judged sets
-# such hits are few (a big vault rarely holds a query's words in one note only); the bench counts
-# them and how many were relevant (bench/search_quality.py: "top-10 hits whose score a rule set").
-KINDA = BAND_FLOORS["kinda"]
-# In fts and hybrid, a hit holding every query word found in the vault, when at most this many
-# notes do, is maybe at least: in a small vault the second and third notes about "Raspberry Pi"
-# have a BM25 far below the note with it in its title, yet each holds the whole query. In a big
-# vault many notes hold a short query's words and the rule stays out of the way.
-FEW_HOLDERS = 3
 # What each mode's value is called where --explain says how a score was made.
 VALUE_NAMES = {"fts": "keyword value", "vec": "cosine", "hybrid": "fused"}
-
-
-def leads(c: Candidate, below: Candidate | None, mode: str) -> bool:
-    """Whether ``c`` stands out from ``below``, the next hit of its list (see LEADS)."""
-    if below is None:
-        return True
-    if mode == "fts":
-        return c.bm25 > 0 and 1 - below.bm25 / c.bm25 >= LEADS["fts"]
-    return c.cosine - below.cosine >= LEADS["vec"]
-
-
-def shown_score(value: float, mode: str) -> float:
-    """The mode's value on the bands' 0..1 scale: 0.25 where maybe begins, 0.5 kinda, 0.75 relevant
-    (a long query's cap and the other rules come after, in Searcher.rank)."""
-    maybe, kinda, relevant = ANCHORS[mode]
-    return calibrate(value, ((0.0, 0.0), (maybe, 0.25), (kinda, 0.5), (relevant, 0.75), (1.0, 1.0)))
 
 
 def keyword_weight(query_coverage: float) -> float:
@@ -262,15 +224,14 @@ def signals(c: Candidate, mode: str) -> Explain:
         fused=round(c.fused, 4),
         named=c.named,
         calibrated=round(c.calibrated, 4),
-        scale=f"{VALUE_NAMES[mode]} on {scale_text(mode)}",
+        scale=f"{VALUE_NAMES[mode]} on {scale_text(mode, c.chance)}",
         rule=c.rule,
     )
 
 
-def scale_text(mode: str) -> str:
-    """Where the bands begin on a mode's value, as --explain says it."""
-    maybe, kinda, relevant = ANCHORS[mode]
-    return f"{mode}'s scale: maybe from {maybe:.2f}, kinda {kinda:.2f}, relevant {relevant:.2f}"
+def scale_text(mode: str, chance: float) -> str:
+    """How the score was read, as --explain says it: the chance the hit is relevant, and where the bands begin."""
+    return f"{mode}'s model: chance relevant {chance:.2f} (maybe from 0.10, kinda 0.50, relevant 0.90)"
 
 
 def phrase_weights(total: int, frequencies: list[int]) -> list[float]:
@@ -303,16 +264,6 @@ def affordable_phrases(frequencies: list[int], budget: int = KEYWORD_POSTINGS_BU
 def keyword_value(c: Candidate) -> float:
     """fts mode: BM25's order, scaled by how much of the query the best keyword match holds."""
     return (c.bm25 / c.top_bm25 if c.top_bm25 else 0.0) * c.query_coverage
-
-
-def calibrate(value: float, anchors: tuple[tuple[float, float], ...]) -> float:
-    """Piecewise-linear and monotone, clamped to 0..1."""
-    if value <= anchors[0][0]:
-        return anchors[0][1]
-    for (x0, y0), (x1, y1) in zip(anchors, anchors[1:], strict=False):
-        if value <= x1:
-            return y0 + (y1 - y0) * (value - x0) / (x1 - x0)
-    return anchors[-1][1]
 
 
 def band(score: float) -> str:
@@ -466,31 +417,23 @@ class Searcher:
             return mode == "hybrid" and not long_query and c.keyword_rank == 1 and c.vector_rank == 1
 
         ordered = sorted(pool, key=lambda c: (not c.named, not agreed(c), order[id(c)]))
-        by_rank = sorted(pool, key=lambda c: order[id(c)])
-        next_in_list = {id(c): below for c, below in zip(by_rank, [*by_rank[1:], None], strict=False)}
-        best_cosine = max((c.cosine for c in pool), default=0.0) if mode == "vec" else 0.0
-        for c in ordered:
-            c.calibrated = c.score = shown_score(c.fused, mode)
+        notes = self.store.coverage_counts()["notes"] if self.store is not None else 0
+        for rank, c in enumerate(ordered, 1):
+            c.chance = bands.chance(bands.features(c, ordered, rank, mode, notes), mode)
+            c.calibrated = c.score = bands.shown(c.chance)
             c.rule = ""
-            if long_query and c.score > LONG_QUERY_CAP:
+            if long_query and rank <= LONG_QUERY_TOP and c.score != LONG_QUERY_BAND:
+                c.score = LONG_QUERY_BAND
+                c.rule = f"maybe: one of the first {LONG_QUERY_TOP} hits of a query of more than {LONG_QUERY_WORDS} words"
+            elif long_query and c.score > LONG_QUERY_CAP:
                 c.score = LONG_QUERY_CAP
                 c.rule = f"maybe at most: a query of more than {LONG_QUERY_WORDS} words"
-            if mode in LEADS and c.score >= RELEVANT and not leads(c, next_in_list[id(c)], mode):
-                c.score = RELEVANT - 0.01
-                c.rule = "kinda at most: it does not stand out from the next hit"
-            if mode == "vec" and c.cosine >= best_cosine - NEAR_BEST_COSINE and c.score < MAYBE:
-                c.score = MAYBE
-                c.rule = f"maybe at least: within {NEAR_BEST_COSINE} of the best cosine"
-            if 0 < c.holders <= FEW_HOLDERS and mode != "vec" and c.score < MAYBE:
-                c.score = MAYBE
-                holding = "the only note" if c.holders == 1 else f"one of {c.holders} notes"
-                c.rule = f"maybe at least: {holding} holding every query word found in the vault"
-            if c.sole and mode != "vec" and c.score < KINDA:
-                c.score = KINDA
-                c.rule = "kinda at least: the only note holding the query's words"
-            if (c.named or agreed(c)) and c.score < RELEVANT:
+            if c.found_share == 0 and c.score > UNKNOWN_WORDS_CAP:
+                c.score = UNKNOWN_WORDS_CAP
+                c.rule = "maybe at most: none of the query's words is in the vault"
+            if c.named and c.score < RELEVANT:
                 c.score = RELEVANT
-                c.rule = "relevant: the query is its name" if c.named else "relevant: both lists put it first"
+                c.rule = "relevant: the query is its name"
         for above, below in zip(reversed(ordered[:-1]), reversed(ordered[1:]), strict=True):
             if below.score > above.score:  # a hit never shows more than the one above it
                 above.score = below.score
@@ -521,11 +464,14 @@ class Searcher:
             else:
                 vector_future = self._pool.submit(self._vec_search, query, depth, where)
         fts_hits = []
-        cut = False
-        if parts and "fts" in lists:
+        found_share = 1.0
+        if parts:
+            # Which of the query's words the index holds at all (a vocabulary lookup, in every mode): a word
+            # found nowhere cannot point at any note, and a query of such words finds nothing (bands.py).
             total, frequencies = self._phrase_frequencies(parts)
+            found_share = sum(w for w, frequency in zip(phrase_weights(total, frequencies), frequencies, strict=True) if frequency)
+        if parts and "fts" in lists:
             kept = affordable_phrases(frequencies, LONG_QUERY_POSTINGS_BUDGET if is_long(query) else KEYWORD_POSTINGS_BUDGET)
-            cut = len(kept) < len(parts)
             parts, frequencies = [parts[i] for i in kept], [frequencies[i] for i in kept]
             fts_hits = self.store.fts_search(" OR ".join(parts), depth, where)
         vec_hits: list[tuple[int, float]] = []
@@ -550,25 +496,16 @@ class Searcher:
             return found[key]
 
         weights = phrase_weights(total, frequencies) if fts_hits else []
-        # Every passage holding a query word is in fts_hits (fewer than depth, no phrase cut): one owner is the sole note.
-        found_notes = {owners[chunk][0] for chunk, _, _ in fts_hits if chunk in owners}
-        sole_note = next(iter(found_notes)) if len(found_notes) == 1 and len(fts_hits) < depth and not cut else None
         keyword_rank = 0
         for chunk, bm25, matched in fts_hits:
             c = candidate(chunk)
             if c is not None and not c.keyword_rank:
                 keyword_rank += 1
                 c.keyword_rank, c.bm25, c.chunk, c.keyword_chunk = keyword_rank, -bm25, chunk, chunk
-                c.sole = owners[chunk][0] == sole_note
-                c.whole = all(found & PHRASE_IN_ROW for frequency, found in zip(frequencies, matched, strict=False) if frequency)
                 # zip stops at the shorter: the phrases FTS5 parsed are the ones weighed.
                 c.coverage = sum(w for w, found in zip(weights, matched, strict=False) if found & PHRASE_IN_ROW)
                 c.title_coverage = sum(w for w, found in zip(weights, matched, strict=False) if found & PHRASE_IN_TITLE)
         top_bm25 = max((c.bm25 for c in found.values()), default=0.0)
-        whole = [c for c in found.values() if c.whole]
-        if len(fts_hits) < depth and not cut:  # otherwise more notes may hold them than were counted
-            for c in whole:
-                c.holders = len(whole)
         vector_rank = 0
         for chunk, cosine in vec_hits:
             c = candidate(chunk)
@@ -591,6 +528,8 @@ class Searcher:
             best = max((c.coverage for c in found.values() if 0 < c.keyword_rank <= QUERY_COVERAGE_TOP), default=0.0)
             for c in found.values():
                 c.query_coverage = best
+        for c in found.values():
+            c.found_share = found_share
         name = as_name(query)
         if name and self.graph is not None:
             # The note a link [[name]] from the vault root would lead to, as `tarsctl links` finds it;
@@ -616,6 +555,10 @@ class Searcher:
     def _vec_search(self, query: str, depth: int, where: Filter) -> tuple[bytes, list[tuple[int, float]]]:
         vector = self._query_vector(query)
         return vector, self.store.vec_search(vector, depth, where)
+
+    def known_query_vector(self, query: str) -> bytes | None:
+        """The query's vector if a search made it lately (recall's line search re-uses it)."""
+        return self._known_query_vector(query)
 
     def _known_query_vector(self, query: str) -> bytes | None:
         """The query's vector if it was made lately by the model loaded now; None otherwise."""

@@ -598,6 +598,7 @@ def build_app(dispatch: Dispatch, stopping: asyncio.Future, mounts: Sequence[Mou
         runs: int = Query(3, description="how many of the next runs (1 to 10)"),
     ) -> Response:
         return await answer(protocol_message(PreviewSchedule, schedule=schedule, name=name, runs=runs), SchedulePreview)
+
     _memory_review_routes(app, answer)
 
     for mount in mounts:

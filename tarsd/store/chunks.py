@@ -4,6 +4,7 @@ with their keyword rows (fts.py) and vectors (vectors.py), so the three never di
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,12 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from tarsd.markdown.chunker import Chunk
+from tarsd.markdown.line_units import LineUnit
 from tarsd.store.connection import Connections
 from tarsd.store.fts import Keywords
+from tarsd.store.line_units import LineUnits
 from tarsd.store.matrix import RESCORE_EXTRA, RESCORE_FACTOR
 from tarsd.store.passage_notes import PASSAGES_ADDED, PASSAGES_DROPPED, PassageNotes
 from tarsd.store.vectors import Vectors
 
+# A line recall reads longer than this is cut (a megabyte on one line is a paste, not a turn).
+MAX_LINE_CHARS = 2_000
 # Passages ranked first when related notes are looked for: widened until they hold enough notes.
 NOTE_CANDIDATES = 4_096
 
@@ -33,17 +38,32 @@ class ChunkRow:
     text: str
 
 
-class Chunks:
-    """The chunks table, and with it the passages' rows in chunks_fts and chunk_vectors."""
+@dataclass(slots=True)
+class NoteLines:
+    """A note as recall reads it: what it is, when, and the lines of some of its passages."""
 
-    def __init__(self, db: Connections, keywords: Keywords, vectors: Vectors):
+    path: str
+    title: str
+    memory_type: str
+    date: float | None  # when the note took place, when it says (files.note_date)
+    mtime: float  # when it last changed
+    lines: dict[int, str]  # 1-based line -> its text, for the lines of the passages read
+
+
+class Chunks:
+    """The chunks table, and with it the passages' rows in chunks_fts and chunk_vectors, and the
+    note's line units (line_units.py)."""
+
+    def __init__(self, db: Connections, keywords: Keywords, vectors: Vectors, lines: LineUnits):
         self.db = db
         self.keywords = keywords
         self.vectors = vectors
+        self.lines = lines
 
     def delete(self, file_id: int) -> None:
-        """A note's chunks, their keyword rows and vectors, inside the caller's write."""
+        """A note's chunks, their keyword rows and vectors, and its line units, inside the caller's write."""
         conn = self.db.conn
+        self.lines.delete(file_id)
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE file_id = ?", (file_id,))]
         if not ids:
             return
@@ -53,9 +73,19 @@ class Chunks:
         conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
         self.db._change(PASSAGES_DROPPED, ids)
 
-    def insert(self, file_id: int, path: str, titles: str, chunks: list[Chunk], cached: dict[str, bytes], has_vectors: bool) -> int:
-        """A note's new chunks with their keyword rows, and the vectors ``cached`` holds for them
-        (by content hash), inside the caller's write. Returns the number left pending."""
+    def insert(
+        self,
+        file_id: int,
+        path: str,
+        titles: str,
+        chunks: list[Chunk],
+        cached: dict[str, bytes],
+        has_vectors: bool,
+        units: list[LineUnit] = (),
+    ) -> int:
+        """A note's new chunks with their keyword rows, its line units, and the vectors ``cached``
+        holds for them (by content hash), inside the caller's write. Returns the number left pending."""
+        waiting = self.lines.insert(file_id, list(units), cached, has_vectors)
         first_id = self._take_chunk_ids(len(chunks))
         vectors = [cached.get(chunk.content_hash) if has_vectors else None for chunk in chunks]
         self.db.conn.executemany(
@@ -81,7 +111,7 @@ class Chunks:
         self.db._change(PASSAGES_ADDED, (file_id, path, range(first_id, first_id + len(chunks))))
         found = [(first_id + i, vector) for i, vector in enumerate(vectors) if vector is not None]
         self.vectors.add(found)
-        return len(chunks) - len(found)
+        return len(chunks) - len(found) + waiting
 
     def _take_chunk_ids(self, count: int) -> int:
         """The first of ``count`` new chunk ids, above every id used so far (embedding goes
@@ -106,6 +136,35 @@ class Chunks:
             .fetchall()
         )
         return {r[0]: ChunkRow(*r) for r in rows}
+
+    def note_lines(self, wanted: dict[int, set[int]]) -> dict[int, NoteLines]:
+        """For each file id, the note and the lines of each of its passages that holds one of the
+        wanted lines or the line next to one (so a wanted line's neighbours are there too)."""
+        if not wanted:
+            return {}
+        reader = self.db.reader()
+        ids = sorted(wanted)
+        marks = ",".join("?" * len(ids))
+        sql = f"SELECT id, path, title, memory_type, note_date, mtime_ns FROM files WHERE id IN ({marks})"
+        notes = {r[0]: NoteLines(r[1], r[2], r[3], r[4], r[5] / 1e9, {}) for r in reader.execute(sql, ids)}
+        for file_id, note in notes.items():
+            near = sorted({n for line in wanted[file_id] for n in (line - 1, line, line + 1)})
+            pieces: dict[int, list[str]] = {}
+            sql = "SELECT start_line, end_line, text FROM chunks WHERE file_id = ? AND end_line >= ? AND start_line <= ? ORDER BY seq"
+            for start, end, text in reader.execute(sql, (file_id, near[0], near[-1])):
+                lines = text.split("\n")
+                if len(lines) != end - start + 1:
+                    continue  # not the note's own lines (the title chunk of a note with no body)
+                first = bisect.bisect_left(near, start)
+                if first < len(near) and near[first] <= end:
+                    for i, line in enumerate(lines):
+                        seen = pieces.setdefault(start + i, [])
+                        if line not in seen:  # an overlap repeats a line; a line too long for one chunk comes in pieces
+                            seen.append(line)
+            for number, parts in pieces.items():
+                line = "".join(parts) if len(parts) > 1 else parts[0]
+                note.lines[number] = line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
+        return notes
 
     def chunk_notes(self, ids: list[int]) -> dict[int, tuple[int, str]]:
         """chunk id -> (file id, path), for collapsing results to one per note."""

@@ -22,7 +22,7 @@ import apsw
 
 from tarsd.config.budget import SQLITE_CACHE_MB
 from tarsd.store.errors import StoreError, explain
-from tarsd.store.matrix import VectorIndex
+from tarsd.store.matrix import LINES_DROPPED, LINES_PUT, VectorIndex
 from tarsd.store.passage_notes import PassageNotes
 from tarsd.store.schema import collection_id, migrate
 
@@ -202,6 +202,7 @@ class Connections:
         # The vectors and the passages' notes in memory (see matrix.py, passage_notes.py), and the
         # changes writes made to them that wait for the outermost transaction to commit.
         self.vectors = VectorIndex()
+        self.line_vectors = VectorIndex(LINES_PUT, LINES_DROPPED)  # the line units' (line_units.py)
         self.notes = PassageNotes()
         self._ops: list[list[tuple[str, object]]] = []
         self._pending: list[tuple[str, object]] = []
@@ -312,6 +313,7 @@ class Connections:
         self.generation += 1
         pending, self._pending = self._pending, []
         self.vectors.apply(pending)
+        self.line_vectors.apply(pending)
         self.notes.apply(pending)
 
     def rolled_back(self) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from tarsd.config.budget import SQLITE_CACHE_MB
 from tarsd.markdown.chunker import Chunk
-from tarsd.store.chunks import ChunkRow, Chunks
+from tarsd.markdown.line_units import LineUnit
+from tarsd.store.chunks import ChunkRow, Chunks, NoteLines
 from tarsd.store.connection import (
     CONNECTION_PRAGMAS,
     PHRASE_IN_ROW,
@@ -32,6 +33,7 @@ from tarsd.store.errors import StoreError, explain
 from tarsd.store.files import FileMeta, Files, FileState
 from tarsd.store.filters import NO_FILTER, Filter
 from tarsd.store.fts import BM25_WEIGHTS, FTS_TOKENIZER_ARGS, Keywords
+from tarsd.store.line_units import LineUnits
 from tarsd.store.links import NoteGraph
 from tarsd.store.matrix import VectorIndex
 from tarsd.store.schema import COLLECTION, MIGRATIONS, SCHEMA_VERSION
@@ -57,6 +59,7 @@ __all__ = [
     "FileMeta",
     "FileState",
     "Filter",
+    "NoteLines",
     "Store",
     "StoreError",
     "explain",
@@ -70,10 +73,11 @@ class Store(Connections):
 
     def __init__(self, path: Path, cache_mb: int = SQLITE_CACHE_MB):
         super().__init__(path, cache_mb)
-        self._vector_tables = Vectors(self)
+        self._lines = LineUnits(self)
+        self._vector_tables = Vectors(self, self._lines)
         self._counts = Counts(self, self._vector_tables)
         self._keywords = Keywords(self, self._counts)
-        self._chunks = Chunks(self, self._keywords, self._vector_tables)
+        self._chunks = Chunks(self, self._keywords, self._vector_tables, self._lines)
         self._files = Files(self, self._chunks, NoteGraph(self), self._vector_tables)
 
     # ---- files (files.py) ----
@@ -90,8 +94,8 @@ class Store(Connections):
     def touch_file(self, path: str, mtime_ns: int, size: int) -> None:
         self._files.touch_file(path, mtime_ns, size)
 
-    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes]) -> int:
-        return self._files.replace_file(meta, chunks, cached)
+    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes], units: list[LineUnit] = ()) -> int:
+        return self._files.replace_file(meta, chunks, cached, units)
 
     def record_skipped(self, path: str, mtime_ns: int, size: int, content_hash: str | None, problem: str, memory_type: str) -> None:
         self._files.record_skipped(path, mtime_ns, size, content_hash, problem, memory_type)
@@ -148,6 +152,9 @@ class Store(Connections):
     def chunk_notes(self, ids: list[int]) -> dict[int, tuple[int, str]]:
         return self._chunks.chunk_notes(ids)
 
+    def note_lines(self, wanted: dict[int, set[int]]) -> dict[int, NoteLines]:
+        return self._chunks.note_lines(wanted)
+
     def note_vector(self, file_id: int) -> bytes | None:
         return self._chunks.note_vector(file_id)
 
@@ -165,6 +172,20 @@ class Store(Connections):
 
     def keyword_token_spans(self, text: str) -> list[tuple[int, int, str]]:
         return self._keywords.keyword_token_spans(text)
+
+    # ---- line units (line_units.py) ----
+
+    def line_search(self, vector: bytes, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:
+        return self._lines.search(vector, limit, where)
+
+    def line_similarities(self, vector: bytes, ids: Iterable[int]) -> dict[int, float]:
+        return self._lines.similarities(vector, ids)
+
+    def line_places(self, ids: list[int]) -> dict[int, tuple[int, int]]:
+        return self._lines.where(ids)
+
+    def line_units_of(self, file_ids: Iterable[int]) -> dict[tuple[int, int], int]:
+        return self._lines.of_files(file_ids)
 
     # ---- status (status.py) ----
 

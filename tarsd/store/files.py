@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from tarsd.markdown.chunker import Chunk
+from tarsd.markdown.line_units import LineUnit
 from tarsd.markdown.links import Link
 from tarsd.store.chunks import Chunks
 from tarsd.store.connection import Connections
@@ -42,6 +43,7 @@ class FileMeta:
     problem: str | None = None
     links: list[Link] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # front-matter title and aliases: what links may call the note
+    date: float | None = None  # when the note took place, when it says (markdown/note_dates.py)
 
 
 class Files:
@@ -84,8 +86,8 @@ class Files:
             sql = "UPDATE files SET mtime_ns = ?, size = ? WHERE collection_id = ? AND path = ?"
             self.db.conn.execute(sql, (mtime_ns, size, self.db.collection_id, path))
 
-    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes]) -> int:
-        """Write a file's new chunks in one transaction. Chunks whose vectors are in
+    def replace_file(self, meta: FileMeta, chunks: list[Chunk], cached: dict[str, bytes], units: list[LineUnit] = ()) -> int:
+        """Write a file's new chunks (and line units) in one transaction. Those whose vectors are in
         ``cached`` (by content hash) get them at once; the rest are left pending.
         Any rows the file had are replaced. Returns the number left pending."""
         values = (
@@ -100,6 +102,7 @@ class Files:
             " ".join(meta.aliases),
             int(meta.conflict),
             meta.problem,
+            meta.date,
         )
         conn = self.db.conn
         with self.db._writing():
@@ -112,7 +115,7 @@ class Files:
                 file_id = found_id[0][0]
                 conn.execute(
                     """UPDATE files SET title = ?, memory_type = ?, content_hash = ?, mtime_ns = ?, size = ?, indexed_at = ?,
-                         chunker = ?, tags = ?, aliases = ?, conflict = ?, problem = ?, skipped = 0 WHERE id = ?""",
+                         chunker = ?, tags = ?, aliases = ?, conflict = ?, problem = ?, note_date = ?, skipped = 0 WHERE id = ?""",
                     (*values, file_id),
                 )
                 self.chunks.delete(file_id)
@@ -124,14 +127,14 @@ class Files:
                 # (bench/index_cost.py: 1,900 notes/s with it, 2,200 without and fewer commits).
                 conn.execute(
                     """INSERT INTO files(title, memory_type, content_hash, mtime_ns, size, indexed_at, chunker, tags, aliases,
-                                         conflict, problem, skipped, collection_id, path)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)""",
+                                         conflict, problem, note_date, skipped, collection_id, path)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)""",
                     (*values, self.db.collection_id, meta.path),
                 )
                 file_id = conn.last_insert_rowid()
             self.graph.insert(file_id, meta.links, meta.tags, meta.names)
             titles = title_terms(meta.title, meta.aliases, meta.tags, meta.path)
-            return self.chunks.insert(file_id, meta.path, titles, chunks, cached, has_vectors)
+            return self.chunks.insert(file_id, meta.path, titles, chunks, cached, has_vectors, units)
 
     def record_skipped(self, path: str, mtime_ns: int, size: int, content_hash: str | None, problem: str, memory_type: str) -> None:
         """A file that could not be indexed: no chunks, but a row saying why."""

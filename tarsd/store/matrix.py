@@ -29,6 +29,10 @@ LOAD_BLOCK = 4_096
 # rounding moves a score by about 0.001: a passage outside these never belonged in the top k.
 RESCORE_FACTOR = 2
 RESCORE_EXTRA = 64
+# What a write records for the vectors in memory (connection.Connections._change): the passages'
+# ("put", "drop") and the line units' (line_units.py); "reset" (a new vector space) empties both.
+PUT, DROPPED, RESET = "put", "drop", "reset"
+LINES_PUT, LINES_DROPPED = "line put", "line drop"
 
 
 def blas_on_one_thread() -> None:
@@ -87,7 +91,8 @@ def grown(array: np.ndarray, capacity: int, fill: int = 0) -> np.ndarray:
 
 
 class VectorIndex:
-    def __init__(self) -> None:
+    def __init__(self, put: str = PUT, drop: str = DROPPED) -> None:
+        self._put_kind, self._drop_kind = put, drop  # the changes meant for this index
         self._lock = threading.Lock()
         self._scan: Scan | None = None  # made at the first load: onnxruntime is imported then
         self.dims = 0
@@ -135,18 +140,18 @@ class VectorIndex:
         return_freed_memory()
 
     def apply(self, changes: list[tuple[str, object]]) -> None:
-        """Committed changes: ("put", [(chunk id, bytes)]), ("drop", [chunk ids]), ("reset", dims);
-        other kinds are passage_notes.py's. Before the first load there is nothing to change: the
-        load reads the committed state."""
+        """Committed changes: (put, [(chunk id, bytes)]), (drop, [chunk ids]) of this index's kinds,
+        ("reset", dims); other kinds are another index's or passage_notes.py's. Before the first load
+        there is nothing to change: the load reads the committed state."""
         with self._lock:
             if not self.loaded:
                 return
             for kind, payload in changes:
-                if kind == "put":
+                if kind == self._put_kind:
                     self._put(payload)
-                elif kind == "drop":
+                elif kind == self._drop_kind:
                     self._drop(payload)
-                elif kind == "reset":
+                elif kind == RESET:
                     self._install(LoadedVectors(payload))
 
     def _put(self, items: list[tuple[int, bytes]]) -> None:

@@ -12,7 +12,7 @@ import apsw
 
 from tarsd.store.errors import StoreError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 COLLECTION = "vault"
 
 _SCHEMA_V1 = """
@@ -317,6 +317,30 @@ CREATE TABLE memory_lines_seen (
 );
 """
 
+# Version 12: recall by lines (tarsd/store/line_units.py, tarsd/search/recall.py). Each line of a
+# note recalled by its lines (a session log: one turn a line) is a unit with a vector of its own,
+# beside the passages that hold it: line_vectors is in the passages' vector space (the embedding
+# cache serves both), its rows also held in memory. And every note's date, when it says one (a
+# session log's start, a daily note's day: markdown/note_dates.py), which recall shows
+# beside what it recalls. Every note is re-chunked at the next sync (the chunker's version moved
+# too), its vectors taken from the embedding cache; only the lines are embedded anew.
+_SCHEMA_LINE_UNITS = """
+ALTER TABLE files ADD COLUMN note_date REAL;  -- when the note took place (seconds since the epoch); NULL: it says no date
+CREATE TABLE line_units (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    line INTEGER NOT NULL,               -- 1-based line of the note
+    content_hash TEXT NOT NULL,          -- sha256 of text: the embedding cache key
+    text TEXT NOT NULL,                  -- what the embedder sees: the line without its list mark, cut to the token budget
+    embedded INTEGER NOT NULL DEFAULT 0  -- 1: has a row in line_vectors
+);
+CREATE INDEX line_units_file ON line_units(file_id, line);
+CREATE INDEX line_units_hash ON line_units(content_hash);
+CREATE INDEX line_units_pending ON line_units(id) WHERE embedded = 0;
+CREATE TABLE line_vectors (id INTEGER PRIMARY KEY, vector BLOB NOT NULL);  -- a line unit's vector (float32, vector_dims)
+UPDATE files SET chunker = '' WHERE skipped = 0;
+"""
+
 MIGRATIONS = {
     1: _SCHEMA_V1,
     2: _SCHEMA_V2,
@@ -329,6 +353,7 @@ MIGRATIONS = {
     9: _SCHEMA_PROPOSAL_LINES,
     10: _SCHEMA_ROUTINES,
     11: _SCHEMA_MEMORY_REVIEW,
+    12: _SCHEMA_LINE_UNITS,
 }
 
 

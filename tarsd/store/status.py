@@ -52,6 +52,8 @@ class Counts:
             "fts_rows": one("SELECT count(*) FROM chunks_fts_docsize"),  # FTS5's row per passage: its column sizes
             "vectors": vectors,
             "pending_vectors": one("SELECT count(*) FROM chunks WHERE embedded = 0"),
+            "line_units": one("SELECT count(*) FROM line_units"),  # session logs' lines, recalled one by one (line_units.py)
+            "pending_line_vectors": one("SELECT count(*) FROM line_units WHERE embedded = 0"),
             "cached_vectors": one("SELECT count(*) FROM embedding_cache"),
             "conflicts": one("SELECT count(*) FROM files WHERE conflict = 1"),
         }

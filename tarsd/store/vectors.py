@@ -1,7 +1,7 @@
 """The vector tables: chunk_vectors (sqlite-vec, one row per embedded passage, in the current
 embedder's space), embedding_cache (vectors by content hash, so re-chunking never re-embeds),
-the passages still waiting for a vector, and vector search over the in-memory matrix
-(matrix.py) that mirrors chunk_vectors."""
+the passages (and line units, line_units.py) still waiting for a vector, and vector search over
+the in-memory matrix (matrix.py) that mirrors chunk_vectors."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import numpy as np
 from tarsd.markdown.chunker import embedding_input
 from tarsd.store.connection import Connections
 from tarsd.store.filters import NO_FILTER, Filter, filter_sql
-from tarsd.store.matrix import LoadedVectors, VectorIndex
+from tarsd.store.line_units import LineUnits
+from tarsd.store.matrix import DROPPED, PUT, RESET, LoadedVectors, VectorIndex
 
 # The vector table's layout; a change rebuilds it from the embedding cache (no re-embedding).
 VECTOR_TABLE_LAYOUT = "l2-v2"
@@ -27,10 +28,11 @@ def _space(fingerprint: str) -> str:
 
 
 class Vectors:
-    """chunk_vectors, embedding_cache and the pending passages, over the store's connections."""
+    """chunk_vectors, embedding_cache and the pending passages and line units, over the store's connections."""
 
-    def __init__(self, db: Connections):
+    def __init__(self, db: Connections, lines: LineUnits):
         self.db = db
+        self.lines = lines
         self._has_vectors: bool | None = None
 
     def vector_index(self) -> VectorIndex:
@@ -78,22 +80,23 @@ class Vectors:
             db.conn.execute(f"CREATE VIRTUAL TABLE chunk_vectors USING vec0(embedding float[{int(dims)}])")
             self._has_vectors = True
             db.conn.execute("UPDATE chunks SET embedded = 0 WHERE embedded = 1")
+            self.lines.reset()
             db.set_meta("vector_fingerprint", _space(fingerprint))
             db.set_meta("vector_dims", str(int(dims)))
-            db._change("reset", int(dims))
+            db._change(RESET, int(dims))
             return True
 
     def add(self, rows: list[tuple[int, bytes]]) -> None:
         """(chunk id, vector) rows of new chunks, inside the caller's write."""
         if rows:
             self.db.conn.executemany("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", rows)
-            self.db._change("put", rows)
+            self.db._change(PUT, rows)
 
     def drop(self, ids: list[int], marks: str) -> None:
         """The vectors of deleted chunks (``marks``: one '?' per id), inside the caller's write."""
         if self.has_vector_table():
             self.db.conn.execute(f"DELETE FROM chunk_vectors WHERE rowid IN ({marks})", ids)
-            self.db._change("drop", ids)
+            self.db._change(DROPPED, ids)
 
     def cached_vectors(self, fingerprint: str | None, hashes: Iterable[str]) -> dict[str, bytes]:
         if fingerprint is None:
@@ -113,9 +116,27 @@ class Vectors:
 
     def pending_batches(self, batch_size: int) -> Iterator[list[tuple[str, str]]]:
         """Distinct (content_hash, text the embedder sees) of chunks without a vector, a batch at a time,
-        newest chunks first (what was just saved is what the user is about to search for).
+        newest chunks first (what was just saved is what the user is about to search for); then the
+        line units' (search needs the passages, recall's lines help it).
         The cursor walks ids downwards, so each pending row is read once per pass."""
-        last_id, seen = None, set()
+        seen: set[str] = set()
+        yield from self._pending_chunks(batch_size, seen)
+        last_id = 1 << 62
+        while True:
+            rows = self.lines.pending(last_id, batch_size)
+            if not rows:
+                return
+            last_id = rows[-1][0]
+            batch = []
+            for _, content_hash, text in rows:
+                if content_hash not in seen:
+                    seen.add(content_hash)
+                    batch.append((content_hash, text))
+            if batch:
+                yield batch
+
+    def _pending_chunks(self, batch_size: int, seen: set[str]) -> Iterator[list[tuple[str, str]]]:
+        last_id = None
         while True:
             with self.db.lock:
                 rows = self.db.conn.execute(
@@ -134,15 +155,23 @@ class Vectors:
                 yield batch
 
     def has_pending_vectors(self) -> bool:
-        return bool(self.db.reader().execute("SELECT 1 FROM chunks WHERE embedded = 0 LIMIT 1").fetchall())
+        reader = self.db.reader()
+        return bool(
+            reader.execute("SELECT 1 FROM chunks WHERE embedded = 0 LIMIT 1").fetchall()
+            or reader.execute("SELECT 1 FROM line_units WHERE embedded = 0 LIMIT 1").fetchall()
+        )
 
     def pending_count(self) -> int:
-        return self.db.reader().execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchall()[0][0]
+        """Passages and line units waiting for a vector."""
+        return self.db.reader().execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchall()[0][0] + self.lines.pending_count()
 
     def prune_cache(self) -> int:
-        """Forget cached vectors no chunk uses any more (old edits of notes)."""
+        """Forget cached vectors no chunk or line unit uses any more (old edits of notes)."""
         with self.db._writing():
-            self.db.conn.execute("DELETE FROM embedding_cache WHERE content_hash NOT IN (SELECT content_hash FROM chunks)")
+            self.db.conn.execute(
+                """DELETE FROM embedding_cache WHERE content_hash NOT IN (SELECT content_hash FROM chunks)
+                   AND content_hash NOT IN (SELECT content_hash FROM line_units)"""
+            )
             return self.db.conn.changes()
 
     def store_vectors(self, fingerprint: str, vectors: dict[str, bytes]) -> int:
@@ -172,9 +201,10 @@ class Vectors:
                     for chunk_id in ids:
                         db.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
                         db.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
-                    db._change("put", [(chunk_id, vector) for chunk_id in ids])
-                attached += len(ids)
-                if len(ids) < VECTOR_WRITE_ROWS:
+                    db._change(PUT, [(chunk_id, vector) for chunk_id in ids])
+                    units = self.lines.attach(content_hash, vector, VECTOR_WRITE_ROWS - len(ids)) if len(ids) < VECTOR_WRITE_ROWS else []
+                attached += len(ids) + len(units)
+                if len(ids) + len(units) < VECTOR_WRITE_ROWS:
                     break
         return attached
 
@@ -191,8 +221,8 @@ class Vectors:
             for chunk_id, vector in rows:
                 db.conn.execute("INSERT INTO chunk_vectors(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
                 db.conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk_id,))
-            db._change("put", rows)
-        return len(rows)
+            db._change(PUT, rows)
+            return len(rows) + self.lines.attach_cached(fingerprint)
 
     def vec_search(self, vector: bytes, limit: int, where: Filter = NO_FILTER) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) nearest first; filters apply before the top-k cut."""

@@ -79,7 +79,10 @@ def test_chat_calls_memory_search_and_answers_from_the_result(make_assistant, va
     assert any(k == "tool_call" and v.name == "memory_search" for k, v in deltas)
     second = chat_bodies(server)[1]
     [found] = tool_results(second)
-    assert "Perry" in found and '<search-results query="dog name beagle">' in found and 'path="pets.md"' in found
+    assert "Perry" in found and 'path="pets.md"' in found, found[-700:]
+    # The tool result says what recall spent of its budget (issue 44).
+    spent = r'<search-results query="dog name beagle" spent="\d+ of 4,400 characters, about \d+ tokens: 2 lines from 1 note">'
+    assert re.search(spent, found)
     if provider == "anthropic":
         assert second["tools"][0]["input_schema"]["required"] == ["query"]
         assert second["messages"][1]["content"][0]["type"] == "tool_use"

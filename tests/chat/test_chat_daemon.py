@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from harness.daemon import wait_for
@@ -27,6 +29,20 @@ def test_one_shot_chat_streams_and_logs_the_session(chat_daemon, vault, fake_oll
     assert done.stdout == "Perry is your beagle.\n"
     assert "session log: sessions/" in done.stderr
     wait_for(lambda: daemon.search("Perry", mode="fts") == [done.stderr.split("session log: ")[1].strip()], "the session log in the index")
+
+
+def test_chat_explain_says_what_the_opening_context_spent(chat_daemon, vault, fake_ollama):
+    write(vault, "sessions/2026-03-02-1830-dog.md", "---\ntype: session\n---\n# Dog\n\n- Perry the beagle loves the beach at Dollymount\n")
+    fake_ollama.script = [{"text": "The beach."}, {"text": "Dog question\n- Sam asked where Perry likes to go"}]
+    daemon = chat_daemon()
+    wait_for(lambda: daemon.search("Dollymount", mode="fts"), "the session log in the index")
+    done = daemon.tarsctl("chat", "--explain", "where does Perry love to go?")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^context: \d+ of 4,400 characters, about \d+ tokens: \d+ lines? from 1 note$", done.stderr, re.M), done.stderr
+    # The prompt's block says the same to the model.
+    assert 'spent="' in str(fake_ollama.bodies("/api/chat")[0]["messages"])
+    plain = daemon.tarsctl("chat", "where does Perry love to go?")
+    assert "context:" not in plain.stderr
 
 
 def test_chat_from_stdin_and_json(chat_daemon, fake_ollama):

@@ -113,7 +113,7 @@ def test_a_version_9_index_gets_the_routine_tables(tmp_path):
     conn.close()
     store = Store(path)
     try:
-        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 11
+        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 12
         assert store.get_meta("kept") == "yes"
         ledger = Ledger(store)
         assert ledger.claim("a", 1.0, late=False) is not None

@@ -65,17 +65,15 @@ def test_explain_gives_the_number_the_band_was_read_from_and_how_it_was_made(dem
             for hit in demo.searcher.search(query, mode=mode, limit=5, explain=True).results:
                 why = hit.explain
                 assert why.scale.startswith({"fts": "keyword value", "vec": "cosine", "hybrid": "fused"}[mode]), why.scale
-                assert f"on {mode}'s scale: maybe from" in why.scale
+                assert f"on {mode}'s model: chance relevant " in why.scale
                 if why.rule:  # a rule set the score: it says which, and the score is not the calibrated one
                     assert hit.score != pytest.approx(why.calibrated, abs=1e-3), (query, mode, why)
                 else:  # the shown score is the mode's value on its scale
                     assert hit.score == pytest.approx(why.calibrated, abs=1e-3), (query, mode, why)
-    # Words found in one note only: at least kinda, and when the value alone says less, the rule says why.
+    # Words found in one note only: at least kinda, read from the model alone (no rule for them).
     for query in (MADE_UP, "stretch and fold"):
         first = demo.searcher.search(query, mode="hybrid", limit=1, explain=True).results[0]
-        assert first.band in ("kinda", "relevant") and first.explain.fused > 0, first
-        if first.explain.calibrated < 0.5:
-            assert first.explain.rule.startswith(("kinda at least: the only note", "relevant:")), first.explain
+        assert first.band in ("kinda", "relevant") and first.explain.fused > 0 and not first.explain.rule, first
 
 
 def test_tarsctl_explain_shows_the_score_the_band_was_read_from(start_daemon, vault):
@@ -87,28 +85,62 @@ def test_tarsctl_explain_shows_the_score_the_band_was_read_from(start_daemon, va
     head, _, why = out.stdout.splitlines()[:3]
     band, score = re.search(r"\[(\w+) ([\d.]+)\]$", head).groups()
     assert head.startswith("Procedural.md:") and band in ("kinda", "relevant"), out.stdout
-    made = re.search(r"fused ([\d.]+) -> ([\d.]+) on hybrid's scale: maybe from 0\.\d\d, kinda 0\.\d\d, relevant 0\.\d\d", why)
+    made = re.search(
+        r"fused ([\d.]+) -> ([\d.]+) on hybrid's model: chance relevant [\d.]+ \(maybe from 0\.10, kinda 0\.50, relevant 0\.90\)", why
+    )
     assert made, why
     if made.group(2) != score:  # the shown score is not the calibrated value: the line says which rule set it
         assert re.search(r"; shown (kinda|relevant)\b", why), why
 
 
 def test_the_issues_hybrid_hit_is_kinda_and_says_why():
-    """The issue's figures: `xylophonequartz`, keyword #1 (bm25 8.55, covers 100%), a third in
-    the vector list at cosine 0.22: fused 0.609, shown [maybe 0.39] with no word why. The only
-    note holding the word is kinda at least, and the hit says the value, its score and the rule."""
+    """Issue 37's figures: `xylophonequartz`, keyword #1 (bm25 8.55, covers 100%), a third in the
+    vector list at cosine 0.22: fused 0.609, shown [maybe 0.39] with no word why. Its chance of being
+    relevant (tarsd/search/bands.py: the value, first, far ahead of the next hit) is what it shows,
+    kinda at least, and --explain gives the value, the chance and the score it maps to."""
     from tarsd.search.searcher import Candidate, Searcher, signals
 
     hit = Candidate(chunk=1, path="Words.md", keyword_rank=1, bm25=8.55, top_bm25=8.55, coverage=1.0, query_coverage=1.0)
-    hit.vector_rank, hit.cosine, hit.sole, hit.whole, hit.holders = 3, 0.218, True, True, 1
+    hit.vector_rank, hit.cosine = 3, 0.218
     nearer = [Candidate(chunk=n + 2, path=f"other-{n}.md", vector_rank=n + 1, cosine=0.3 - n / 100) for n in range(2)]
     searcher = Searcher(store=None, embedder=None)
     try:
         ranked = searcher.rank([hit, *nearer], "hybrid")
     finally:
         searcher.close()
-    assert ranked[0] is hit and round(hit.fused, 3) == 0.609 and round(hit.calibrated, 2) == 0.39
-    assert hit.score == 0.5 and hit.rule == "kinda at least: the only note holding the query's words"
+    assert ranked[0] is hit and round(hit.fused, 3) == 0.609
+    assert hit.score == hit.calibrated >= 0.5 and not hit.rule
     why = signals(hit, "hybrid")
-    assert (why.fused, why.calibrated, why.rule) == (0.609, 0.3862, hit.rule), why
-    assert why.scale == "fused on hybrid's scale: maybe from 0.50, kinda 0.70, relevant 0.86"
+    assert (why.fused, why.calibrated, why.rule) == (0.609, round(hit.calibrated, 4), ""), why
+    assert why.scale == f"fused on hybrid's model: chance relevant {hit.chance:.2f} (maybe from 0.10, kinda 0.50, relevant 0.90)"
+
+
+def coffee_log() -> str:
+    """A long note of 300 sections that says "temperature" in each (the issue's coffee log)."""
+    methods = ("V60", "AeroPress", "Chemex", "French press", "moka pot")
+    beans = ("Ethiopia Guji", "Colombia Huila", "Kenya Nyeri", "Brazil Cerrado")
+    tastes = ("fruity, bright", "chocolatey, heavy body", "sour, under-extracted", "bitter, too fine", "sweet and clean")
+    sections = [
+        f"## Brew {n + 1}\n\n- {methods[n % 5]}, {beans[n % 4]}, {12 + n % 9} g to {200 + n % 120} g water\n"
+        f"- water temperature {86 + n % 11} °C, grind {10 + n % 21} clicks\n- {tastes[n % 5]}\n"
+        for n in range(300)
+    ]
+    return "# Coffee log\n\n" + "\n".join(sections)
+
+
+def test_the_readme_example_stays_kinda_beside_a_long_note_and_two_short_notes_that_share_a_word(make_engine, vault):
+    """Issue 44: the demo vault with a 300-section coffee log and two short notes that say
+    "temperature": the README's `sourdough oven temperature` still shows Sourdough.md first, at
+    kinda or better, in fts and hybrid (it showed [not 0.19] in fts: the rule that lifted it on the
+    bare demo vault, "the only note holding the query's words", no longer held). No rule for this
+    vault: the chance the hit is relevant, from what any hit is judged by (tarsd/search/bands.py)."""
+    demo_copy(vault)
+    (vault / "Coffee log.md").write_text(coffee_log(), encoding="utf-8")
+    (vault / "Fridge.md").write_text("# Fridge\n\nThe fridge temperature should stay at 4 °C; the dial is at 3.\n", encoding="utf-8")
+    (vault / "Aquarium.md").write_text("# Aquarium\n\nKeep the tank temperature at 25 °C for the tetras.\n", encoding="utf-8")
+    engine = make_engine()
+    engine.indexer.sync()
+    for mode in ("fts", "hybrid"):
+        first = engine.searcher.search("sourdough oven temperature", mode=mode, limit=3, explain=True).results[0]
+        assert first.path == "Sourdough.md" and first.band in ("kinda", "relevant"), (mode, first.band, first.score, first.explain)
+        assert not first.explain.rule  # read from the model alone, no rule lifted it

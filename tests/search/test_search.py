@@ -302,18 +302,26 @@ def test_the_keyword_weight_follows_how_much_of_the_query_the_best_keyword_match
     assert middle == pytest.approx((KEYWORD_WEIGHT_LOW + KEYWORD_WEIGHT_HIGH) / 2)
 
 
-def test_a_vec_hit_near_the_querys_best_cosine_is_never_banded_not(indexed):
-    """vec: the first hits by meaning are the best guess there is (NEAR_BEST_COSINE): maybe at
-    worst, however low their cosine; the hits well below them keep the calibrated band."""
-    from tarsd.search.searcher import NEAR_BEST_COSINE, Candidate
+def test_a_hits_band_is_its_chance_of_being_relevant(indexed):
+    """The shown score is the chance from the mode's model (tarsd/search/bands.py) on the bands'
+    scale: higher for a higher value and a bigger lead over the next hit, lower down the list, and
+    never rising down it; the bands begin where the promise does (chance 0.1, 0.5, 0.9)."""
+    from tarsd.search import bands
+    from tarsd.search.searcher import Candidate
 
-    found = [
-        Candidate(chunk=1, path="a.md", vector_rank=1, cosine=0.40),
-        Candidate(chunk=2, path="b.md", vector_rank=2, cosine=0.40 - NEAR_BEST_COSINE / 2),
-        Candidate(chunk=3, path="c.md", vector_rank=3, cosine=0.30),
-    ]
-    ranked = indexed.searcher.rank(found, "vec")
-    assert [band(c.score) for c in ranked] == ["maybe", "maybe", "not"]
-    # The floor is vec's alone: a keyword hit keeps its own calibration.
-    keyword = [Candidate(chunk=4, path="d.md", keyword_rank=1, bm25=1.0, top_bm25=1.0, query_coverage=0.1)]
-    assert band(indexed.searcher.rank(keyword, "fts")[0].score) == "not"
+    assert [bands.shown(p) for p in (0.0, 0.1, 0.5, 0.9, 1.0)] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert [band(bands.shown(p)) for p in (0.05, 0.3, 0.7, 0.95)] == ["not", "maybe", "kinda", "relevant"]
+
+    def ranked(cosines):
+        found = [Candidate(chunk=n + 1, path=f"{n}.md", vector_rank=n + 1, cosine=c) for n, c in enumerate(cosines)]
+        return indexed.searcher.rank(found, "vec")
+
+    alone, crowded, weak = ranked([0.8, 0.4, 0.3]), ranked([0.8, 0.79, 0.78]), ranked([0.3, 0.2, 0.1])
+    assert alone[0].chance > crowded[0].chance > weak[0].chance  # the lead and the value count
+    assert crowded[0].chance > crowded[1].chance > crowded[2].chance  # and the rank
+    for hits in (alone, crowded, weak):
+        assert [c.score for c in hits] == sorted((c.score for c in hits), reverse=True)
+        assert all(not c.rule or c.rule.startswith("raised") for c in hits)
+    # fts: a keyword match holding a tenth of the query, among others as good, is a weak guess.
+    keyword = [Candidate(chunk=n + 4, path=f"k{n}.md", keyword_rank=n + 1, bm25=1.0, top_bm25=1.0, query_coverage=0.1) for n in range(3)]
+    assert {band(c.score) for c in indexed.searcher.rank(keyword, "fts")} <= {"not", "maybe"}

@@ -262,7 +262,10 @@ def test_nonsense_queries_score_only_not_or_maybe(dendron):
         assert {r.band for r in vec} <= {"not", "maybe"}, query
 
 
-def test_a_note_both_searches_put_first_leads_and_is_relevant(dendron):
+def test_a_note_both_searches_put_first_leads_and_is_kinda_at_least(dendron):
+    """Two independent judgements agreeing lead the list, and count for much in its chance of being
+    relevant (tarsd/search/bands.py); not relevant by rule: on SciFact such hits were relevant 0.79-0.83
+    of the time, below the band's promise (issue 44)."""
     found = 0
     for query in ("schema templates", "note references", "lookup", "hooks", "publishing"):
         results = dendron.searcher.search(query, mode="hybrid", limit=10, explain=True).results
@@ -270,7 +273,7 @@ def test_a_note_both_searches_put_first_leads_and_is_relevant(dendron):
         if both:
             found += 1
             named = [r for r in results if r.explain.named]  # a note the query names leads even so
-            assert results[len(named) if both[0] not in named else 0] is both[0] and both[0].band == "relevant", query
+            assert results[len(named) if both[0] not in named else 0] is both[0] and both[0].band in ("kinda", "relevant"), query
         scores = [r.score for r in results]
         assert scores == sorted(scores, reverse=True), query
     assert found >= 2  # the property is exercised, not vacuous

@@ -22,7 +22,7 @@ def test_version_1_database_is_migrated_forward(tmp_path):
 
     store = Store(path)
     try:
-        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 11
+        assert store.conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION == 12
         assert store.get_meta("kept") == "yes"
         tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {
@@ -35,6 +35,8 @@ def test_version_1_database_is_migrated_forward(tmp_path):
             "memory_line_vectors",
             "proposals",
             "channel_messages",
+            "line_units",
+            "line_vectors",
         } <= tables
     finally:
         store.close()

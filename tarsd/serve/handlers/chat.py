@@ -209,4 +209,5 @@ async def chat(daemon: DaemonParts, request: Chat, peer: Peer) -> AsyncIterator[
         session_log=result.session_log,
         warnings=result.warnings,
         tokens=result.tokens,
+        context=result.context,
     )
