@@ -364,7 +364,13 @@ def _chat(client: Client, args) -> int:
     # Off a terminal nobody can, so a tool that asks first is not run unless --allow-tools names it.
     ask = input if (interactive or sys.stdin.isatty()) and not args.json else None
     session = ChatSession(
-        client, args.conversation or ("cli" if interactive else "oneshot"), args.provider, args.model, ask=ask, allow_tools=allowed, explain=args.explain
+        client,
+        args.conversation or ("cli" if interactive else "oneshot"),
+        args.provider,
+        args.model,
+        ask=ask,
+        allow_tools=allowed,
+        explain=args.explain,
     )
     if interactive:
         return repl(session)
