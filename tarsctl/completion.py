@@ -34,7 +34,7 @@ _tarsctl() {
             status) COMPREPLY=($(compgen -W "--json --files" -- "$cur")) ;;
             tools) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
             ping) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
-            chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json --allow-tools" -- "$cur")) ;;
+            chat) COMPREPLY=($(compgen -W "--conversation --provider --model --repl --json --explain --allow-tools" -- "$cur")) ;;
             remember) COMPREPLY=($(compgen -W "--procedural --section --replace --force" -- "$cur")) ;;
             forget) COMPREPLY=($(compgen -W "--procedural --yes --limit" -- "$cur")) ;;
             routines) COMPREPLY=($(compgen -W "--json --schedule --prompt --deliver --tools --quiet --no-quiet --runs-per-day
@@ -79,7 +79,7 @@ _tarsctl() {
         tools) _arguments '--json' ;;
         ping) _arguments '--json' ;;
         chat) _arguments '--conversation[id]:id' '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
-                '--repl' '--json' '*--allow-tools[tools allowed without asking]:names' '*:message' ;;
+                '--repl' '--json' '--explain[say what the opening context spent]' '*--allow-tools[tools allowed without asking]:names' '*:message' ;;
         remember) _arguments '--procedural' '--section[heading]:heading' '(--force)--replace' '(--replace)--force' '*:fact' ;;
         forget) _arguments '--procedural' '--yes' '--limit[lines shown]:n' '*:text' ;;
         routines) _arguments '--json' '1:action:(list show add edit pause resume rm run)' '2:name' \\

@@ -141,7 +141,8 @@ def test_chat_streams_server_sent_events_with_tool_activity(http_daemon, vault, 
     assert names[:2] == ["tool_activity", "tool_activity"] and names[-1] == "chat_done"
     call, result = events[0][1], events[1][1]
     assert (call["phase"], call["name"], call["arguments"]) == ("call", "memory_search", {"query": "bike chain"})
-    assert result["phase"] == "result" and "bike.md" in result["result"]
+    # The result as the model got it (cut for the event): the search's block, saying what it spent.
+    assert result["phase"] == "result" and '<search-results query="bike chain" spent="' in result["result"]
     deltas = [data["text"] for name, data in events if name == "chat_delta"]
     assert len(deltas) == 6 and "".join(deltas) == "Your chain was replaced in May."
     done = events[-1][1]
