@@ -20,16 +20,15 @@ per split (dev: tuned on; held-out: never), for:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from common import MODEL_DIR, index_with_vectors, log, met, open_engine, print_table
+from common import log, met, print_table
 from episodic_sets import LOCOMO_DIR, EpisodicSet, Question, locomo_sets
-from search_quality import REPO, cache_dir, index_stamp
+from search_quality import cache_dir, open_cached_index, write_notes
 
 BUDGET_CHARS = 4_400  # what the five passages of the chat's opening context used (issue 44)
 TOP = 5
@@ -45,31 +44,11 @@ NEWEST_TARGET = 0.90
 
 
 def write_vault(episodic: EpisodicSet, cache: Path) -> Path:
-    vault = cache / f"episodic-{episodic.name}-{episodic.key()}"
-    done = vault / ".written"
-    if not done.exists():
-        for path, text in episodic.notes.items():
-            target = vault / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        done.touch()
-    return vault
+    return write_notes(cache / f"episodic-{episodic.name}-{episodic.key()}", episodic.notes.items(), episodic.name)
 
 
 def open_index(episodic: EpisodicSet, vault: Path, cache: Path):
-    key = hashlib.sha256("\0".join(map(str, (REPO, vault, MODEL_DIR.resolve()))).encode()).hexdigest()[:12]
-    db = cache / f"episodic-{episodic.name}-{key}.sqlite3"
-    stamp_file = db.with_name(db.name + ".bench.json")
-    stamp = index_stamp()
-    try:
-        previous = json.loads(stamp_file.read_text(encoding="utf-8")).get("index_sources")
-    except (OSError, ValueError):
-        previous = None
-    full = db.exists() and previous != stamp
-    engine = open_engine(vault, db)
-    index_with_vectors(engine, full=full)
-    stamp_file.write_text(json.dumps({"index_sources": stamp}) + "\n", encoding="utf-8")
-    return engine
+    return open_cached_index(f"episodic-{episodic.name}", vault, cache)
 
 
 def covered(spans: list[tuple[str, int, int]], lines: list[tuple[str, int]]) -> bool:

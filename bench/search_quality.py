@@ -57,10 +57,15 @@ def vault_for(query_set: QuerySet, cache: Path) -> Path:
         return query_set.vault.resolve()
     notes = list(query_set.notes())
     key = hashlib.sha256("".join(f"{path}\0{text}\0" for path, text in notes).encode()).hexdigest()[:12]
-    vault = cache / f"vault-{query_set.name}-{key}"
+    return write_notes(cache / f"vault-{query_set.name}-{key}", notes, query_set.name)
+
+
+def write_notes(vault: Path, notes, name: str) -> Path:
+    """The (path, text) notes written under ``vault`` once (a .written mark says they are all there)."""
     done = vault / ".written"
     if not done.exists():
-        log(f"[{query_set.name}] writing {len(notes):,} notes into {vault}")
+        notes = list(notes)
+        log(f"[{name}] writing {len(notes):,} notes into {vault}")
         for path, text in notes:
             target = vault / path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -71,8 +76,14 @@ def vault_for(query_set: QuerySet, cache: Path) -> Path:
 
 def open_index(query_set: QuerySet, vault: Path, cache: Path):
     """An engine on the set's vault whose index holds every note with its vectors."""
+    return open_cached_index(query_set.name, vault, cache)
+
+
+def open_cached_index(name: str, vault: Path, cache: Path):
+    """An engine on ``vault`` with its index cached under ``cache`` (by the repository, vault and
+    model), synced with vectors, every note re-chunked when the indexing code changed since."""
     key = hashlib.sha256("\0".join(map(str, (REPO, vault, MODEL_DIR.resolve()))).encode()).hexdigest()[:12]
-    db = cache / f"{query_set.name}-{key}.sqlite3"
+    db = cache / f"{name}-{key}.sqlite3"
     stamp_file = db.with_name(db.name + ".bench.json")
     stamp = index_stamp()
     try:
@@ -80,7 +91,7 @@ def open_index(query_set: QuerySet, vault: Path, cache: Path):
     except (OSError, ValueError):
         previous = None
     full = db.exists() and previous != stamp
-    log(f"[{query_set.name}] index {db} ({'re-chunking every note' if full else 'incremental sync' if db.exists() else 'new'})")
+    log(f"[{name}] index {db} ({'re-chunking every note' if full else 'incremental sync' if db.exists() else 'new'})")
     engine = open_engine(vault, db)
     index_with_vectors(engine, full=full)
     stamp_file.write_text(json.dumps({"index_sources": stamp}) + "\n", encoding="utf-8")
