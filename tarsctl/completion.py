@@ -79,7 +79,8 @@ _tarsctl() {
         tools) _arguments '--json' ;;
         ping) _arguments '--json' ;;
         chat) _arguments '--conversation[id]:id' '--provider[provider]:provider:(ollama anthropic)' '--model[model]:model' \\
-                '--repl' '--json' '--explain[say what the opening context spent]' '*--allow-tools[tools allowed without asking]:names' '*:message' ;;
+                '--repl' '--json' '--explain[say what the opening context spent]' \\
+                '*--allow-tools[tools allowed without asking]:names' '*:message' ;;
         remember) _arguments '--procedural' '--section[heading]:heading' '(--force)--replace' '(--replace)--force' '*:fact' ;;
         forget) _arguments '--procedural' '--yes' '--limit[lines shown]:n' '*:text' ;;
         routines) _arguments '--json' '1:action:(list show add edit pause resume rm run)' '2:name' \\

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from tarsctl.sync_view import ago
 from tarsd.vault.conflicts import DROPBOX, ICLOUD, OBSIDIAN_SYNC, SYNCTHING, find_conflict_copies, sync_tools, uses_icloud
 from tarsd.vault.heartbeat import STALE_SECONDS, machine_identity, read_beats
 
@@ -90,23 +91,14 @@ def _machines(config, vault: Path, served) -> list[Line]:
     for machine, name, live, beat_at, telegram, routines in others:
         who = f"tarsd on {name or 'another machine'} ({machine[:6]})"
         if not live:
-            last = f"its last heartbeat is from {_when(beat_at)} (stopped, or not synced here since)"
+            last = f"its last heartbeat is from {ago(beat_at)} (stopped, or not synced here since)"
             lines.append(("ok", f"{who} wrote this vault too; {last}", ""))
             continue
         doing = [f"Telegram: {telegram}"] if telegram and telegram != "off" else []
         if routines:
             doing.append(f"routines: {', '.join(routines[:5])}{' ...' if len(routines) > 5 else ''}")
-        summary = f"another tarsd writes this vault: {who}, heartbeat {_when(beat_at)}" + (f" ({'; '.join(doing)})" if doing else "")
+        summary = f"another tarsd writes this vault: {who}, heartbeat {ago(beat_at)}" + (f" ({'; '.join(doing)})" if doing else "")
         lines.append(("ok", summary + ": tars merges what both write, one of them polls Telegram", ""))
     if served is not None:
         lines += [("warn", warning, "") for warning in served.sync.warnings if warning.startswith("routines:")]
     return lines
-
-
-def _when(at: float) -> str:
-    if not at:
-        return "never"
-    seconds = max(0.0, time.time() - at)
-    if seconds < 120:
-        return f"{seconds:.0f} s ago"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))

@@ -20,9 +20,9 @@ def status_lines(sync: SyncStatus) -> list[str]:
         if machine.this:
             state = "this machine"
         elif machine.live:
-            state = f"live, beat {_ago(machine.beat_at)}"
+            state = f"live, beat {ago(machine.beat_at)}"
         else:
-            state = "stopped" if machine.stopped else f"silent since {_ago(machine.beat_at)}"
+            state = "stopped" if machine.stopped else f"silent since {ago(machine.beat_at)}"
         telegram = f", Telegram: {machine.telegram}" if machine.telegram and machine.telegram != "off" else ""
         routines = f", {len(machine.routines)} routine(s)" if machine.routines else ""
         lines.append(f"           tarsd on {machine.name} ({machine.machine[:6]}): {state}{telegram}{routines}")
@@ -37,7 +37,7 @@ def status_lines(sync: SyncStatus) -> list[str]:
         lines.append(f"           {sync.merged} conflict cop{'y' if sync.merged == 1 else 'ies'} merged since start; newest:")
     for merge in sync.merges[:3]:
         lines.append(
-            f"             {_ago(merge.at)}: {merge.copy} into {merge.file}: {merge.added} line(s) added, {len(merge.removed)} left out, "
+            f"             {ago(merge.at)}: {merge.copy} into {merge.file}: {merge.added} line(s) added, {len(merge.removed)} left out, "
             f"{len(merge.kept)} kept for you to look at; the copy is at {merge.kept_at}"
         )
         for kept in merge.kept[:3]:
@@ -49,7 +49,8 @@ def status_lines(sync: SyncStatus) -> list[str]:
     return lines
 
 
-def _ago(at: float) -> str:
+def ago(at: float) -> str:
+    """When ``at`` was, for a person: seconds or minutes ago, else the local date and time."""
     if not at:
         return "never"
     seconds = max(0, time.time() - at)
