@@ -117,7 +117,16 @@ def test_tars_folder_is_not_indexed_and_what_another_machine_left_there_is_data(
     }
     with open(mac.vault / ".tars/journal/ffffffff0000.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n" + json.dumps({**entry, "key": "x", "line": "- x <!-- y -->"}) + "\n")
-    warned = wait_for(lambda: [w for w in mac.status().warnings if ".tars/machines" in w], "the bad heartbeat files named")
+    # Both named (a look may see one before the other: wait for both, not for the first warning).
+    warned = wait_for(
+        lambda: (
+            (found := [w for w in mac.status().warnings if ".tars/machines" in w])
+            and any("badbadbad0.json" in w for w in found)
+            and any("eeeeeeee0000.json" in w for w in found)
+            and found
+        ),
+        "both bad heartbeat files named",
+    )
     assert any("badbadbad0.json" in w for w in warned) and any("eeeeeeee0000.json" in w for w in warned)
     assert mac.search("machine", mode="fts") == [] and mac.search("obey", mode="fts") == []
     assert mac.search("badbadbad0", mode="fts") == [] and mac.search("ffffffff0000", mode="fts") == []
