@@ -103,6 +103,7 @@ def test_a_conflict_copy_of_a_users_note_is_listed_with_both_paths(pair):
 
 def test_tars_folder_is_not_indexed_and_what_another_machine_left_there_is_data(pair):
     mac, pi = pair
+    remember(mac, "Bike: a blue Brompton", "Things")  # a Memory.md to follow: the entries are looked at against it
     # A heartbeat that is not one, a link out of the vault, and a journal entry that carries an instruction
     # and a second line: named, never followed, never written into Memory.md.
     write(mac.vault, ".tars/machines/badbadbad0.json", "{not json")
