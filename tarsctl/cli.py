@@ -337,11 +337,9 @@ def _last_restart(watcher: dict) -> str:
 
 
 def _ago(timestamp) -> str:
-    if not timestamp:
-        return "never"
-    import time
+    from tarsctl.sync_view import ago
 
-    return f"{time.time() - float(timestamp):.0f} s ago"
+    return ago(float(timestamp) if timestamp else 0.0)
 
 
 def _ping(client: Client, args) -> int:

@@ -94,8 +94,9 @@ def find_conflict_copies(vault: Path, icloud: bool = False) -> list[ConflictCopy
     return sorted(found, key=lambda copy: copy.path)
 
 
-def _markdown_files(vault: Path):
-    """The vault's .md files, relative, without entering symlinks or the folders in _SKIP."""
+def _entries(vault: Path):
+    """Every entry of the vault's folders as (relative path, entry, st_mode), never through a symlink
+    nor into the folders in _SKIP (an entry whose mode cannot be read is left out)."""
     stack = [(str(vault), "")]
     while stack:
         folder, prefix = stack.pop()
@@ -109,11 +110,16 @@ def _markdown_files(vault: Path):
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError:
                 continue
-            if stat.S_ISDIR(mode):
-                if entry.name not in _SKIP:
-                    stack.append((entry.path, prefix + entry.name + "/"))
-            elif stat.S_ISREG(mode) and entry.name.lower().endswith(".md") and not entry.name.startswith("."):
-                yield prefix + entry.name
+            if stat.S_ISDIR(mode) and entry.name not in _SKIP:
+                stack.append((entry.path, prefix + entry.name + "/"))
+            yield prefix + entry.name, entry, mode
+
+
+def _markdown_files(vault: Path):
+    """The vault's .md files, relative (see _entries)."""
+    for rel, entry, mode in _entries(vault):
+        if stat.S_ISREG(mode) and entry.name.lower().endswith(".md") and not entry.name.startswith("."):
+            yield rel
 
 
 def sync_tools(vault: Path, home: Path | None = None) -> list[SyncTool]:
@@ -161,24 +167,11 @@ def _obsidian_sync_on(vault: Path) -> bool:
 def _icloud_stub(vault: Path, limit: int = 20_000) -> str | None:
     """The first ``.NAME.icloud`` placeholder in the vault (iCloud leaves one for each file it has
     not downloaded yet), looking at no more than ``limit`` entries."""
-    stack, seen = [(str(vault), "")], 0
-    while stack and seen < limit:
-        folder, prefix = stack.pop()
-        try:
-            with os.scandir(folder) as entries:
-                listed = list(entries)
-        except OSError:
-            continue
-        for entry in listed:
-            seen += 1
-            if entry.name.startswith(".") and entry.name.endswith(".icloud"):
-                return prefix + entry.name
-            try:
-                is_folder = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                continue
-            if is_folder and entry.name not in _SKIP:
-                stack.append((entry.path, prefix + entry.name + "/"))
+    for seen, (rel, entry, _) in enumerate(_entries(vault), 1):
+        if entry.name.startswith(".") and entry.name.endswith(".icloud"):
+            return rel
+        if seen >= limit:
+            break
     return None
 
 

@@ -83,11 +83,9 @@ class UncheckingBook(Book):
         pass
 
 
-def test_bad_entries_are_named_and_the_others_keep_firing(tmp_path, store):
-    now = time.time()
-    path = tmp_path / "routines.toml"
-    path.write_text(
-        f"""[reminder.tick]
+def tick_and_big(now: float) -> str:
+    """A reminder every second, and a routine whose next run (year 29405) no clock can hold."""
+    return f"""[reminder.tick]
 schedule = "every 1s"
 text = "tick"
 created = {stamp(now)}
@@ -96,7 +94,14 @@ created = {stamp(now)}
 schedule = "every 10000000 d"
 prompt = "the next one is in the year 29405"
 created = {stamp(now - 10)}
+"""
 
+
+def test_bad_entries_are_named_and_the_others_keep_firing(tmp_path, store):
+    path = tmp_path / "routines.toml"
+    path.write_text(
+        tick_and_big(time.time())
+        + """
 [routine.from-the-far-future]
 schedule = "every 1h"
 prompt = "created in the last hour of year 9999"
@@ -135,20 +140,8 @@ text = "before its start in UTC"
 
 def test_a_routine_whose_times_cannot_be_computed_is_set_aside_named_and_the_others_keep_firing(tmp_path, store):
     """Should one get past the book, the clock sets it aside with its error: one routine's error is that routine's."""
-    now = time.time()
     path = tmp_path / "routines.toml"
-    path.write_text(
-        f"""[reminder.tick]
-schedule = "every 1s"
-text = "tick"
-created = {stamp(now)}
-
-[routine.big]
-schedule = "every 10000000 d"
-prompt = "the next one is in the year 29405"
-created = {stamp(now - 10)}
-"""
-    )
+    path.write_text(tick_and_big(time.time()))
     book, ledger, fired = UncheckingBook(path, BERLIN), Ledger(store), []
 
     async def main():
