@@ -14,7 +14,9 @@ per split (dev: tuned on; held-out: never), for:
   calls): characters and tokens (the embedder's tokenizer) as sent.
 
     python bench/episodic_recall.py [--sets locomo updates journals] [--data DIR] [--measures passages fts vec hybrid chat]
-                                    [--split dev|held-out] [--json out.json] [--misses N]
+                                    [--split dev|held-out] [--json out.json] [--budgets N ...]
+
+``--budgets`` adds hybrid recall at other budgets (``hybrid@N``): what a larger context would buy.
 """
 
 from __future__ import annotations
@@ -103,11 +105,11 @@ def order_fields(spans: list[tuple[str, int, int]], question: Question) -> dict:
     return {"newest": newest >= 0, "ahead": ahead}
 
 
-def measure_recall(engine, question: Question, mode: str, count) -> dict:
+def measure_recall(engine, question: Question, mode: str, count, budget: int = BUDGET_CHARS) -> dict:
     from tarsd.search.recall import recall
 
     started = time.perf_counter()
-    result = recall(engine.searcher, question.text, mode=mode, budget_chars=BUDGET_CHARS)
+    result = recall(engine.searcher, question.text, mode=mode, budget_chars=budget)
     seconds = time.perf_counter() - started
     spans = [(piece.path, start, end) for piece in result.pieces for start, end in piece.ranges]
     text = result.text()
@@ -146,7 +148,7 @@ def line_text(engine, path: str, line: int) -> str:
     return _lines_cache[path][line - 1].strip()
 
 
-def run_set(episodic: EpisodicSet, measures: list[str], cache: Path) -> list[dict]:
+def run_set(episodic: EpisodicSet, measures: list[str], cache: Path, budgets: tuple[int, ...] = ()) -> list[dict]:
     vault = write_vault(episodic, cache)
     engine = open_index(episodic, vault, cache)
     _lines_cache.clear()
@@ -167,6 +169,8 @@ def run_set(episodic: EpisodicSet, measures: list[str], cache: Path) -> list[dic
                     row[mode] = measure_recall(engine, question, mode, count)
             if "chat" in measures:
                 row["chat"] = measure_chat(engine, question, count)
+            for budget in budgets:
+                row[f"hybrid@{budget}"] = measure_recall(engine, question, "hybrid", count, budget)
             rows.append(row)
     finally:
         engine.close()
@@ -185,7 +189,14 @@ def columns(rows: list[dict]) -> list[str]:
         if any(f"passages-{mode}" in r for r in rows):
             found.append(f"passages-{mode}")
     found += [m for m in (*RECALL_MODES, "chat") if any(m in r for r in rows)]
-    return found
+    others = {key for r in rows for key in r if key.startswith("hybrid@")}
+    return found + sorted(others, key=lambda key: int(key.split("@")[1]))
+
+
+def heading(key: str) -> str:
+    """A measure's column: its name and the budget it was given."""
+    name, _, budget = key.partition("@")
+    return f"{name} {int(budget) if budget else BUDGET_CHARS:,}ch"
 
 
 def report(rows: list[dict], title: str) -> dict[tuple[str, str, str], float]:
@@ -206,7 +217,7 @@ def report(rows: list[dict], title: str) -> dict[tuple[str, str, str], float]:
                 shares[(split, category, key)] = sum(values) / len(values)
                 row.append(share(values))
             table.append(row)
-    print_table(["split", "category", "n", *[f"{k} {BUDGET_CHARS:,}ch" for k in found]], table, f"{title}: every evidence line in context")
+    print_table(["split", "category", "n", *[heading(k) for k in found]], table, f"{title}: every evidence line in context")
     extra = []
     for split in ("dev", "held-out"):
         in_split = [r for r in rows if r["split"] == split]
@@ -303,6 +314,7 @@ def main() -> None:
     parser.add_argument("--measures", nargs="+", choices=MEASURES, default=list(MEASURES))
     parser.add_argument("--split", choices=("dev", "held-out"), help="only this split")
     parser.add_argument("--json", type=Path, help="write every question's outcome here")
+    parser.add_argument("--budgets", nargs="+", type=int, default=[], help="also hybrid recall at these budgets (characters)")
     args = parser.parse_args()
 
     cache = cache_dir()
@@ -314,7 +326,7 @@ def main() -> None:
         for episodic in sets:
             if args.split and episodic.split != args.split:
                 continue
-            rows += run_set(episodic, args.measures, cache)
+            rows += run_set(episodic, args.measures, cache, tuple(args.budgets))
         all_rows[name] = rows
         shares = report(rows, name)
         if name == "locomo":

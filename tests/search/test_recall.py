@@ -78,3 +78,18 @@ def test_hostile_lines_stay_bounded_and_in_their_block(make_engine, vault):
     for piece in result.pieces:
         assert all(len(line) <= 2_000 for line in piece.lines.values())
         assert GAP not in piece.text().split("\n")[0]
+
+
+def test_the_chats_opening_context_spends_what_context_chars_says(make_engine, vault):
+    """[chat] context_chars is the chat's budget: a larger one brings more of the past (docs/search.md)."""
+    from tarsd.chat.recall import opening_context
+    from tarsd.config.settings import ChatConfig
+
+    write(vault, "Long.md", "# Long\n\n" + "".join(f"- The frame of bike {n} is steel and heavy.\n" for n in range(200)))
+    engine = make_engine(kind="none")
+    engine.indexer.sync()
+    small = opening_context(engine.searcher, "bike frame", ChatConfig(context_chars=600))
+    large = opening_context(engine.searcher, "bike frame", ChatConfig(context_chars=6000))
+    assert 0 < small.recalled.chars <= 600 < large.recalled.chars <= 6000
+    assert large.recalled.lines > small.recalled.lines
+    assert "of 6,000 characters" in large.text and "of 600 characters" in small.text
