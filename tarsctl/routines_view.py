@@ -171,7 +171,7 @@ def print_routines(reply: RoutinesReply, out=sys.stdout) -> int:
     if not reply.routines:
         print("No routines or reminders: tarsctl routines add NAME --schedule S --prompt P, or tarsctl remind WHEN TEXT", file=out)
     width = max((len(shown_text(r.name)) for r in reply.routines), default=0)
-    schedules = max((len(shown_text(r.schedule)) for r in reply.routines), default=0)
+    schedules = max((len(_what(r)) for r in reply.routines), default=0)
     for routine in reply.routines:
         print(routine_line(routine, reply.timezone, now, width, schedules), file=out)
     print(_source(reply), file=out)
@@ -179,11 +179,12 @@ def print_routines(reply: RoutinesReply, out=sys.stdout) -> int:
 
 
 def routine_line(routine: RoutineInfo, timezone: str, now: float, width: int = 0, schedules: int = 0) -> str:
-    """name  kind  schedule  next Thu 07:30  last spoke Wed 07:30 (late)  by:model"""
+    """name  kind  schedule  next Thu 07:30  last spoke Wed 07:30 (late)  by:model (a reminder: its text
+    in place of its schedule, whose time the next run says)"""
     parts = [
         shown_text(routine.name).ljust(width),
         routine.kind.ljust(8),
-        shown_text(routine.schedule).ljust(schedules),
+        _what(routine).ljust(schedules),
         "next " + _next(routine, timezone, now).ljust(9),
         "last " + (_run(routine.last_run, timezone, now, DETAIL_CHARS) if routine.last_run is not None else "-"),
     ]
@@ -192,6 +193,19 @@ def routine_line(routine: RoutineInfo, timezone: str, now: float, width: int = 0
     if routine.review:
         parts.append(f"runs: {built_in_run(routine.review, short=True)}")
     return "  ".join(parts).rstrip()
+
+
+# A reminder's text in the list is cut here (tarsctl routines show NAME has it whole).
+REMINDER_TEXT_CHARS = 40
+
+
+def _what(routine: RoutineInfo) -> str:
+    """The list's third column: a routine's schedule; a reminder's text, quoted (its name is made
+    up from its time, and its one run is the next-run column)."""
+    if routine.kind != "reminder" or not routine.text:
+        return shown_text(routine.schedule)
+    text = shown_text(routine.text)
+    return f'"{text[: REMINDER_TEXT_CHARS - 1]}…"' if len(text) > REMINDER_TEXT_CHARS else f'"{text}"'
 
 
 # A routine whose run is built in (RoutineInfo.review) has no prompt: what it runs instead, for people.

@@ -303,6 +303,32 @@ def test_status_has_a_routines_line_with_what_went_wrong():
     assert status_lines(RoutinesStatus(enabled=False))[0].startswith("routines   0 routines, 0 reminders, none run here")
 
 
+def test_the_list_shows_a_reminders_text_where_a_routine_shows_its_schedule():
+    """A reminder's name is made up from its time and its time is the next-run column: the list says
+    what it will say instead (cut, and cleaned: the text is the user's or the model's)."""
+    import io
+
+    from tarsctl.protocol import RoutineInfo, RoutinesReply
+    from tarsctl.routines_view import REMINDER_TEXT_CHARS, print_routines
+
+    at = datetime(2030, 1, 1, 9, 0, tzinfo=ZoneInfo("Europe/Berlin")).timestamp()
+    reply = RoutinesReply(
+        routines=[
+            RoutineInfo(name="morning", schedule="30 7 * * 1-5", prompt="Say: morning", next_run=at),
+            RoutineInfo(name="remind-0101-0900", kind="reminder", schedule="2030-01-01T09:00+01:00", text="call the dentist", next_run=at),
+            RoutineInfo(name="long", kind="reminder", schedule="2030-01-01T09:00+01:00", text="x" * 100 + "\x1b[2J", next_run=at),
+        ],
+        timezone="Europe/Berlin",
+    )
+    out = io.StringIO()
+    print_routines(reply, out)
+    morning, dentist, long, _ = out.getvalue().splitlines()
+    assert "30 7 * * 1-5" in morning and "next Tue 1 Jan 2030 09:00" in morning
+    assert '"call the dentist"' in dentist and "2030-01-01T09:00" not in dentist and "next Tue 1 Jan 2030 09:00" in dentist
+    assert f'"{"x" * (REMINDER_TEXT_CHARS - 1)}…"' in long and "\x1b" not in long
+    assert dentist.index("next") == morning.index("next")  # the columns line up
+
+
 def test_an_inbox_message_says_each_delivery_state():
     from tarsctl.routines_view import inbox_lines
 
