@@ -1,10 +1,11 @@
 """scripts/test.sh from a clean clone: its own editable .venv (scripts/demo.sh has .venv-demo),
 installed once and again only when pyproject.toml changes, each step said, no setuptools warning
-block, the test count first and a line for each long test file. Real bash, a real venv, real pip."""
+block, the test count first, a line for each long test file with its CPU, and the run's CPU. Real bash, a real venv, real pip."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,11 @@ def test_test_sh_installs_once_shows_progress_and_no_setuptools_warning(tmp_path
     lines = first.stdout.splitlines()
     assert "1 test in 1 file; a line for each file that takes over 0 s" in lines, first.stdout
     assert any(line.startswith("tests/install/test_scripts.py: 1 test in ") and line.endswith("; 1/1 tests done") for line in lines)
+    # With the CPU the file spent (its test runs the script: a bash and a Python at least), and the run's.
+    [file_line] = [line for line in lines if line.startswith("tests/install/test_scripts.py: ")]
+    assert re.search(r" in \d+ s, \d+ s of CPU; ", file_line), file_line
+    [cpu_line] = [line for line in lines if line.startswith("CPU spent by the tests and the processes they ran: ")]
+    assert "the most: tests/install/test_scripts.py " in cpu_line, cpu_line
     assert lines[-1].startswith("1 passed"), first.stdout  # pytest's closing line, as CI reads it
     assert not (clone / ".venv-demo").exists()
 
